@@ -1,0 +1,70 @@
+/* Argument binding and checks shared by the constructors and methods. */
+#include "args.h"
+
+int
+rbc_bind_args(const char *fname, const char *const *names, Py_ssize_t nnames,
+              PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+              PyObject **values)
+{
+    if (nargs > nnames) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s() takes at most %zd positional argument%s (%zd given)",
+                     fname, nnames, nnames == 1 ? "" : "s", nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        values[i] = args[i];
+    }
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t slot = -1;
+        for (Py_ssize_t j = 0; j < nnames && slot < 0; j++) {
+            if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0) {
+                slot = j;
+            }
+        }
+        if (slot < 0) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s() got an unexpected keyword argument '%U'", fname, key);
+            return -1;
+        }
+        if (slot < nargs) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s() got multiple values for argument '%s'", fname, names[slot]);
+            return -1;
+        }
+        values[slot] = args[nargs + k];
+    }
+    for (Py_ssize_t j = 0; j < nnames; j++) {
+        if (values[j] == NULL) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s() missing required argument '%s' (pos %zd)",
+                         fname, names[j], j + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+rbc_is_real_number(PyObject *obj)
+{
+    if (PyFloat_Check(obj) || PyLong_Check(obj)) {
+        return 1;
+    }
+    PyNumberMethods *nb = Py_TYPE(obj)->tp_as_number;
+    return nb != NULL && (nb->nb_float != NULL || nb->nb_index != NULL);
+}
+
+int
+rbc_check_real(const char *owner, const char *name, PyObject *value)
+{
+    if (rbc_is_real_number(value)) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "%s() argument '%s' must be a real number, not %.200s",
+                 owner, name, Py_TYPE(value)->tp_name);
+    return -1;
+}

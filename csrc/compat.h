@@ -1,0 +1,53 @@
+/* Small shims over C-API differences between CPython 3.10 and 3.13. */
+#ifndef RBC_COMPAT_H
+#define RBC_COMPAT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* PyType_GetModuleByDef() is 3.11+; 3.10 gets the same MRO walk here.
+ * Returns a borrowed reference, or NULL with TypeError set. */
+static inline PyObject *
+rbc_type_module_by_def(PyTypeObject *type, PyModuleDef *def)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return PyType_GetModuleByDef(type, def);
+#else
+    PyObject *mro = type->tp_mro;
+    Py_ssize_t n = mro == NULL ? 0 : PyTuple_GET_SIZE(mro);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (base->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+            PyObject *module = ((PyHeapTypeObject *)base)->ht_module;
+            if (module != NULL && PyModule_GetDef(module) == def) {
+                return module;
+            }
+        }
+    }
+    PyErr_Format(PyExc_TypeError, "PyType_GetModuleByDef: No superclass of '%s' has the given module",
+                 type->tp_name);
+    return NULL;
+#endif
+}
+
+/* PyObject_GetOptionalAttr() is 3.13+: 1 and *result set, 0 and NULL when
+ * the attribute is missing, -1 on any other error. */
+static inline int
+rbc_get_optional_attr(PyObject *obj, PyObject *name, PyObject **result)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyObject_GetOptionalAttr(obj, name, result);
+#else
+    *result = PyObject_GetAttr(obj, name);
+    if (*result != NULL) {
+        return 1;
+    }
+    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+#endif
+}
+
+#endif

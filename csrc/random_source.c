@@ -1,0 +1,277 @@
+/* The random source of the jittered strategies: see random_source.h. */
+#include "state.h"
+#include "args.h"
+
+#include <string.h>
+
+/* ---- xoshiro256** (Blackman and Vigna), seeded through splitmix64 ---- */
+
+static inline uint64_t
+rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t
+xoshiro_next(uint64_t s[4])
+{
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+static uint64_t
+splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static void
+xoshiro_seed(uint64_t s[4], uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) {
+        s[i] = splitmix64(&seed);
+    }
+}
+
+/* A double in [0, 1) from the top 53 bits, as random.random() makes one. */
+static inline double
+xoshiro_double(uint64_t s[4])
+{
+    return (double)(xoshiro_next(s) >> 11) * 0x1.0p-53;
+}
+
+/* ---- the random module ---- */
+
+int
+rbc_random_init(struct rbc_state *st, PyObject *module)
+{
+    rbc_random_state *rs = &st->random;
+    PyObject *random_module = PyImport_ImportModule("random");
+    if (random_module == NULL) {
+        return -1;
+    }
+    rs->module_dict = Py_NewRef(PyModule_GetDict(random_module));
+    Py_DECREF(random_module);
+    rs->str_uniform = PyUnicode_InternFromString("uniform");
+    rs->str_random = PyUnicode_InternFromString("random");
+    if (rs->str_uniform == NULL || rs->str_random == NULL) {
+        return -1;
+    }
+    rs->original_uniform = PyDict_GetItemWithError(rs->module_dict, rs->str_uniform);
+    rs->original_random = PyDict_GetItemWithError(rs->module_dict, rs->str_random);
+    if (rs->original_uniform == NULL || rs->original_random == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ImportError,
+                            "the random module has no uniform() or random()");
+        }
+        rs->original_uniform = rs->original_random = NULL;
+        return -1;
+    }
+    Py_INCREF(rs->original_uniform);
+    Py_INCREF(rs->original_random);
+    rs->use_fast = 0;
+    xoshiro_seed(rs->xoshiro, 0);
+    return 0;
+}
+
+int
+rbc_random_traverse(rbc_random_state *rs, visitproc visit, void *arg)
+{
+    Py_VISIT(rs->module_dict);
+    Py_VISIT(rs->original_uniform);
+    Py_VISIT(rs->original_random);
+    return 0;
+}
+
+void
+rbc_random_clear(rbc_random_state *rs)
+{
+    Py_CLEAR(rs->module_dict);
+    Py_CLEAR(rs->original_uniform);
+    Py_CLEAR(rs->original_random);
+    Py_CLEAR(rs->str_uniform);
+    Py_CLEAR(rs->str_random);
+}
+
+/* random.random() through the original bound method: what an unpatched
+ * random.uniform calls as self.random(). */
+static int
+call_original_random(rbc_random_state *rs, double *out)
+{
+    PyObject *value = PyObject_CallNoArgs(rs->original_random);
+    if (value == NULL) {
+        return -1;
+    }
+    *out = PyFloat_AsDouble(value);
+    Py_DECREF(value);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+int
+rbc_random_uniform(rbc_random_state *rs, double a, double b, double *out)
+{
+    double r;
+    if (rs->use_fast) {
+        r = xoshiro_double(rs->xoshiro);
+    }
+    else {
+        PyObject *uniform = PyDict_GetItemWithError(rs->module_dict, rs->str_uniform);
+        if (uniform != rs->original_uniform) {
+            return PyErr_Occurred() ? -1 : 1;
+        }
+        if (call_original_random(rs, &r) < 0) {
+            return -1;
+        }
+    }
+    /* random.uniform's formula, operation for operation. */
+    *out = a + (b - a) * r;
+    return 0;
+}
+
+PyObject *
+rbc_random_call_uniform(rbc_random_state *rs, PyObject *a, PyObject *b)
+{
+    PyObject *uniform = PyDict_GetItemWithError(rs->module_dict, rs->str_uniform);
+    if (uniform == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_AttributeError,
+                            "module 'random' has no attribute 'uniform'");
+        }
+        return NULL;
+    }
+    Py_INCREF(uniform);  /* the call may replace it in the module */
+    PyObject *args[2] = {a, b};
+    PyObject *result = PyObject_Vectorcall(uniform, args, 2, NULL);
+    Py_DECREF(uniform);
+    return result;
+}
+
+int
+rbc_random_random(rbc_random_state *rs, double *out, PyObject **result)
+{
+    *result = NULL;
+    if (rs->use_fast) {
+        *out = xoshiro_double(rs->xoshiro);
+        return 0;
+    }
+    PyObject *random = PyDict_GetItemWithError(rs->module_dict, rs->str_random);
+    if (random == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_AttributeError,
+                            "module 'random' has no attribute 'random'");
+        }
+        return -1;
+    }
+    if (random == rs->original_random) {
+        return call_original_random(rs, out);
+    }
+    Py_INCREF(random);
+    PyObject *value = PyObject_CallNoArgs(random);
+    Py_DECREF(random);
+    if (value == NULL) {
+        return -1;
+    }
+    if (PyFloat_CheckExact(value)) {
+        *out = PyFloat_AS_DOUBLE(value);
+        Py_DECREF(value);
+        return 0;
+    }
+    *result = value;
+    return 1;
+}
+
+/* ---- module functions ---- */
+
+static int
+seed_from_urandom(uint64_t *seed)
+{
+    PyObject *os = PyImport_ImportModule("os");
+    if (os == NULL) {
+        return -1;
+    }
+    PyObject *bytes = PyObject_CallMethod(os, "urandom", "i", (int)sizeof(*seed));
+    Py_DECREF(os);
+    if (bytes == NULL) {
+        return -1;
+    }
+    if (!PyBytes_Check(bytes) || PyBytes_GET_SIZE(bytes) != (Py_ssize_t)sizeof(*seed)) {
+        Py_DECREF(bytes);
+        PyErr_SetString(PyExc_RuntimeError, "os.urandom gave an unexpected value");
+        return -1;
+    }
+    memcpy(seed, PyBytes_AS_STRING(bytes), sizeof(*seed));
+    Py_DECREF(bytes);
+    return 0;
+}
+
+PyObject *
+rbc_set_random_source(PyObject *module, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"name", "seed"};
+    PyObject *values[2] = {NULL, Py_None};
+    if (rbc_bind_args("set_random_source", names, 2, args, nargs, kwnames, values) < 0) {
+        return NULL;
+    }
+    PyObject *name = values[0], *seed = values[1];
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError,
+                     "set_random_source() argument 'name' must be str, not %.200s", Py_TYPE(name)->tp_name);
+        return NULL;
+    }
+    rbc_random_state *rs = &rbc_get_state(module)->random;
+    if (PyUnicode_CompareWithASCIIString(name, "python") == 0) {
+        if (seed != Py_None) {
+            PyErr_SetString(PyExc_ValueError,
+                            "set_random_source('python') takes no seed: "
+                            "seed the random module with random.seed()");
+            return NULL;
+        }
+        rs->use_fast = 0;
+        Py_RETURN_NONE;
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "fast") != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "set_random_source() argument 'name' must be 'python' or 'fast', not %R",
+                     name);
+        return NULL;
+    }
+    uint64_t seed_bits;
+    if (seed == Py_None) {
+        if (seed_from_urandom(&seed_bits) < 0) {
+            return NULL;
+        }
+    }
+    else if (PyLong_Check(seed)) {
+        /* Any int: its low 64 bits, two's complement. */
+        seed_bits = (uint64_t)PyLong_AsUnsignedLongLongMask(seed);
+        if (seed_bits == (uint64_t)-1 && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    else {
+        PyErr_Format(PyExc_TypeError,
+                     "set_random_source() argument 'seed' must be int or None, not %.200s",
+                     Py_TYPE(seed)->tp_name);
+        return NULL;
+    }
+    xoshiro_seed(rs->xoshiro, seed_bits);
+    rs->use_fast = 1;
+    Py_RETURN_NONE;
+}
+
+PyObject *
+rbc_get_random_source(PyObject *module, PyObject *unused)
+{
+    return PyUnicode_FromString(rbc_get_state(module)->random.use_fast ? "fast" : "python");
+}

@@ -1,0 +1,53 @@
+/* Where the jittered strategies draw their random numbers from.
+ *
+ * "python" (the default) draws from the random module's global generator,
+ * exactly as redis-py does: random.uniform(a, b) and random.random(), looked
+ * up on the module at every draw so that random.seed() and monkeypatching
+ * take effect.  While random.uniform is the function the module was
+ * imported with, its formula a + (b - a) * random() is computed here to
+ * save a Python-level call; the random() it calls is the same one.
+ *
+ * "fast" is a xoshiro256** generator in C, seeded explicitly or from
+ * os.urandom, for users who do not need the random module's stream.
+ */
+#ifndef RBC_RANDOM_SOURCE_H
+#define RBC_RANDOM_SOURCE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+typedef struct {
+    int use_fast;                /* 0: random module, 1: xoshiro256** */
+    uint64_t xoshiro[4];
+    PyObject *module_dict;       /* random.__dict__ */
+    PyObject *original_uniform;  /* random.uniform as first imported */
+    PyObject *original_random;   /* random.random as first imported */
+    PyObject *str_uniform;
+    PyObject *str_random;
+} rbc_random_state;
+
+struct rbc_state;
+
+int rbc_random_init(struct rbc_state *st, PyObject *module);
+int rbc_random_traverse(rbc_random_state *rs, visitproc visit, void *arg);
+void rbc_random_clear(rbc_random_state *rs);
+
+/* uniform(a, b) as doubles.  Returns 0 with *out set; 1 when random.uniform
+ * has been replaced, in which case the caller must call
+ * rbc_random_call_uniform() with the objects redis-py would pass; -1 with
+ * an exception set. */
+int rbc_random_uniform(rbc_random_state *rs, double a, double b, double *out);
+PyObject *rbc_random_call_uniform(rbc_random_state *rs, PyObject *a, PyObject *b);
+
+/* random() as a double.  Returns 0 with *out set; 1 when random.random has
+ * been replaced (or returned something that is not a float): *result then
+ * holds a new reference to what it returned; -1 with an exception set. */
+int rbc_random_random(rbc_random_state *rs, double *out, PyObject **result);
+
+/* Methods of the module: set_random_source / get_random_source. */
+PyObject *rbc_set_random_source(PyObject *module, PyObject *const *args,
+                                Py_ssize_t nargs, PyObject *kwnames);
+PyObject *rbc_get_random_source(PyObject *module, PyObject *unused);
+
+#endif

@@ -1,0 +1,43 @@
+/* Per-module state shared by every C file of the extension.
+ *
+ * There are no mutable C globals: everything that outlives one call lives
+ * here, reached from a heap type through PyType_GetModuleState() or from
+ * the module through PyModule_GetState().  Each concern owns its own
+ * sub-struct, declared in its own header, with its own traverse/clear.
+ */
+#ifndef RBC_STATE_H
+#define RBC_STATE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "compat.h"
+#include "random_source.h"
+#include "strategies.h"
+#include "retry.h"
+#include "async_retry.h"
+
+typedef struct rbc_state {
+    rbc_random_state random;
+    rbc_strategies_state strategies;
+    rbc_retry_state retry;
+    rbc_async_state async;
+} rbc_state;
+
+extern PyModuleDef rbc_module_def;
+
+static inline rbc_state *
+rbc_get_state(PyObject *module)
+{
+    return (rbc_state *)PyModule_GetState(module);
+}
+
+/* State of the module that defined `type` or one of its bases. */
+static inline rbc_state *
+rbc_state_from_type(PyTypeObject *type)
+{
+    PyObject *module = rbc_type_module_by_def(type, &rbc_module_def);
+    return module == NULL ? NULL : rbc_get_state(module);
+}
+
+#endif

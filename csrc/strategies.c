@@ -1,0 +1,1261 @@
+/* The seven backoff strategies of redis.backoff, as C heap types.
+ *
+ * Every compute() has two paths that give the same result:
+ *
+ * - a fast path in doubles, taken when the parameters are floats (or small
+ *   ints, where only compared) and the failure count is an int, bool or
+ *   float.  It performs redis-py's operations in redis-py's order, so the
+ *   delays are bit-identical (the build forbids fused multiply-add);
+ * - a generic path that performs the same formula with Python's number
+ *   protocol, for any other real number (Decimal, Fraction, int bases, a
+ *   replaced random.uniform...), so results are equal wherever redis-py
+ *   returns one.
+ *
+ * Both replace redis-py's OverflowError for failure counts >= 1024 by the
+ * formula's value: base * 2**failures is then past any float cap.
+ */
+#include "state.h"
+#include "args.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *backoff;
+} ConstantObject;
+
+/* Exponential, FullJitter, EqualJitter, ExponentialWithJitter. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *cap;
+    PyObject *base;
+} CappedObject;
+
+typedef struct {
+    CappedObject capped;
+    PyObject *previous;    /* _previous_backoff */
+} DecorrelatedObject;
+
+#define CONSTANT(op) ((ConstantObject *)(op))
+#define CAPPED(op) ((CappedObject *)(op))
+#define DECORRELATED(op) ((DecorrelatedObject *)(op))
+
+static const char *const type_names[RBC_STRATEGY_COUNT] = {
+    "ConstantBackoff", "NoBackoff", "ExponentialBackoff", "FullJitterBackoff",
+    "EqualJitterBackoff", "DecorrelatedJitterBackoff", "ExponentialWithJitterBackoff",
+};
+
+/* pow() through a pointer the compiler cannot see through, so that no
+ * optimiser rewrites pow(2.0, x) as exp2(x): Python's float ** calls the C
+ * library's pow, and so do we. */
+static double (*const volatile libm_pow)(double, double) = pow;
+
+/* ---------------------------------------------------------------------- */
+/* Numbers                                                                */
+
+/* The value of a parameter as a double when that is exact: a float, or an
+ * int small enough that every comparison and product with it is exact. */
+static inline int
+exact_double(PyObject *obj, double *out)
+{
+    if (PyFloat_CheckExact(obj)) {
+        *out = PyFloat_AS_DOUBLE(obj);
+        return 1;
+    }
+    if (PyLong_CheckExact(obj)) {
+        int overflow;
+        long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (overflow == 0 && value <= (1LL << 50) && value >= -(1LL << 50)) {
+            *out = (double)value;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* x * 2**n once 2**n is past the largest float: what the formula gives,
+ * where redis-py raises OverflowError. */
+static inline double
+times_huge_power(double x)
+{
+    if (x > 0) {
+        return HUGE_VAL;
+    }
+    if (x < 0) {
+        return -HUGE_VAL;
+    }
+    return x;   /* 0.0, -0.0 or nan */
+}
+
+/* 2.0 ** f as Python's float power computes it (for finite f below 1024). */
+static inline double
+float_power_of_two(double f)
+{
+    if (f == 0.0) {
+        return 1.0;
+    }
+    if (isnan(f)) {
+        return f;
+    }
+    if (isinf(f)) {
+        return f > 0 ? f : 0.0;
+    }
+    return libm_pow(2.0, f);
+}
+
+/* x * 2**failures in doubles, as Python computes it when x is a float.
+ * Returns 1 with *out set, or 0 when failures is not an exact int, bool or
+ * float and the caller must take the generic path. */
+static inline int
+scale_by_power_of_two(double x, PyObject *failures, double *out)
+{
+    if (PyLong_CheckExact(failures) || PyBool_Check(failures)) {
+        int overflow;
+        long long n = PyLong_AsLongLongAndOverflow(failures, &overflow);
+        if (overflow == 0 && n >= 0 && n < 1024) {
+            /* 2**n is an exact int, converted exactly to a float. */
+            *out = x * ldexp(1.0, (int)n);
+        }
+        else if (overflow > 0 || n >= 1024) {
+            *out = times_huge_power(x);
+        }
+        else {
+            /* 2**n for n < 0 is pow(2.0, n): exact, or 0.0 below -1074. */
+            if (overflow < 0 || n < -1100) {
+                n = -1100;
+            }
+            *out = x * ldexp(1.0, (int)n);
+        }
+        return 1;
+    }
+    if (PyFloat_CheckExact(failures)) {
+        double f = PyFloat_AS_DOUBLE(failures);
+        if (isfinite(f) && f >= 1024.0) {
+            *out = times_huge_power(x);
+        }
+        else {
+            *out = x * float_power_of_two(f);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static int
+check_failures(PyObject *failures)
+{
+    return rbc_check_real("compute", "failures", failures);
+}
+
+/* x * 2**failures with Python objects: redis-py's expression, with the
+ * OverflowError of a huge failure count replaced by the formula's value. */
+static PyObject *
+generic_scaled(rbc_state *st, PyObject *x, PyObject *failures)
+{
+    if (check_failures(failures) < 0) {
+        return NULL;
+    }
+    PyObject *product = NULL;
+    PyObject *power = PyNumber_Power(st->strategies.int_two, failures, Py_None);
+    if (power != NULL) {
+        product = PyNumber_Multiply(x, power);
+        Py_DECREF(power);
+    }
+    if (product != NULL || !PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        return product;
+    }
+    /* 2**failures or the product does not fit a float. */
+    PyErr_Clear();
+    int positive = PyObject_RichCompareBool(failures, st->strategies.int_zero, Py_GT);
+    double x_value = positive < 0 ? -1.0 : PyFloat_AsDouble(x);
+    if (positive < 0 || (x_value == -1.0 && PyErr_Occurred())) {
+        return NULL;
+    }
+    return PyFloat_FromDouble(positive ? times_huge_power(x_value) : x_value * 0.0);
+}
+
+/* min(a, b) and max(a, b) as the builtins choose: the first argument
+ * unless the second compares strictly less (greater).  New reference. */
+static PyObject *
+py_min(PyObject *a, PyObject *b)
+{
+    int less = PyObject_RichCompareBool(b, a, Py_LT);
+    return less < 0 ? NULL : Py_NewRef(less ? b : a);
+}
+
+static PyObject *
+py_max(PyObject *a, PyObject *b)
+{
+    int greater = PyObject_RichCompareBool(b, a, Py_GT);
+    return greater < 0 ? NULL : Py_NewRef(greater ? b : a);
+}
+
+/* random.uniform(a, b) with objects: through the random module, or from the
+ * fast generator when that is the active source. */
+static PyObject *
+generic_uniform(rbc_state *st, PyObject *a, PyObject *b)
+{
+    if (!st->random.use_fast) {
+        return rbc_random_call_uniform(&st->random, a, b);
+    }
+    double a_value = PyFloat_AsDouble(a), b_value, out;
+    if (a_value == -1.0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    b_value = PyFloat_AsDouble(b);
+    if (b_value == -1.0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (rbc_random_uniform(&st->random, a_value, b_value, &out) < 0) {
+        return NULL;
+    }
+    return PyFloat_FromDouble(out);
+}
+
+/* uniform(a, b) from doubles, falling back to a replaced random.uniform
+ * called with the objects redis-py passes: a_obj, and b_obj or b as a float. */
+static PyObject *
+uniform_from_doubles(rbc_state *st, PyObject *a_obj, double a, PyObject *b_obj, double b)
+{
+    double out;
+    int status = rbc_random_uniform(&st->random, a, b, &out);
+    if (status == 0) {
+        return PyFloat_FromDouble(out);
+    }
+    if (status < 0) {
+        return NULL;
+    }
+    PyObject *b_arg = b_obj != NULL ? Py_NewRef(b_obj) : PyFloat_FromDouble(b);
+    if (b_arg == NULL) {
+        return NULL;
+    }
+    PyObject *result = rbc_random_call_uniform(&st->random, a_obj, b_arg);
+    Py_DECREF(b_arg);
+    return result;
+}
+
+/* ---------------------------------------------------------------------- */
+/* compute()                                                               */
+
+static PyObject *
+compute_exponential(rbc_state *st, CappedObject *self, PyObject *failures)
+{
+    double cap, product;
+    if (PyFloat_CheckExact(self->base) && exact_double(self->cap, &cap)
+        && scale_by_power_of_two(PyFloat_AS_DOUBLE(self->base), failures, &product)) {
+        /* min(cap, base * 2**failures) */
+        return product < cap ? PyFloat_FromDouble(product) : Py_NewRef(self->cap);
+    }
+    PyObject *scaled = generic_scaled(st, self->base, failures);
+    if (scaled == NULL) {
+        return NULL;
+    }
+    PyObject *result = py_min(self->cap, scaled);
+    Py_DECREF(scaled);
+    return result;
+}
+
+/* min(cap, base * 2**failures) as a double, when the fast path applies.
+ * *chosen_cap tells whether the cap object itself is the minimum. */
+static inline int
+capped_scaled_double(CappedObject *self, PyObject *failures, double *out, int *chosen_cap)
+{
+    double cap, product;
+    if (!(PyFloat_CheckExact(self->base) && exact_double(self->cap, &cap)
+          && scale_by_power_of_two(PyFloat_AS_DOUBLE(self->base), failures, &product))) {
+        return 0;
+    }
+    *chosen_cap = !(product < cap);
+    *out = *chosen_cap ? cap : product;
+    return 1;
+}
+
+static PyObject *
+generic_capped_scaled(rbc_state *st, CappedObject *self, PyObject *failures)
+{
+    PyObject *scaled = generic_scaled(st, self->base, failures);
+    if (scaled == NULL) {
+        return NULL;
+    }
+    PyObject *result = py_min(self->cap, scaled);
+    Py_DECREF(scaled);
+    return result;
+}
+
+static PyObject *
+compute_full_jitter(rbc_state *st, CappedObject *self, PyObject *failures)
+{
+    /* uniform(0, min(cap, base * 2**failures)) */
+    double high;
+    int chosen_cap;
+    if (capped_scaled_double(self, failures, &high, &chosen_cap)) {
+        return uniform_from_doubles(st, st->strategies.int_zero, 0.0,
+                                    chosen_cap ? self->cap : NULL, high);
+    }
+    PyObject *high_obj = generic_capped_scaled(st, self, failures);
+    if (high_obj == NULL) {
+        return NULL;
+    }
+    PyObject *result = generic_uniform(st, st->strategies.int_zero, high_obj);
+    Py_DECREF(high_obj);
+    return result;
+}
+
+static PyObject *
+compute_equal_jitter(rbc_state *st, CappedObject *self, PyObject *failures)
+{
+    /* temp = min(cap, base * 2**failures) / 2; temp + uniform(0, temp) */
+    double high;
+    int chosen_cap;
+    PyObject *temp_obj;
+    if (capped_scaled_double(self, failures, &high, &chosen_cap)) {
+        double temp = high / 2.0, jitter;
+        int status = rbc_random_uniform(&st->random, 0.0, temp, &jitter);
+        if (status == 0) {
+            return PyFloat_FromDouble(temp + jitter);
+        }
+        if (status < 0) {
+            return NULL;
+        }
+        temp_obj = PyFloat_FromDouble(temp);
+    }
+    else {
+        PyObject *high_obj = generic_capped_scaled(st, self, failures);
+        if (high_obj == NULL) {
+            return NULL;
+        }
+        temp_obj = PyNumber_TrueDivide(high_obj, st->strategies.int_two);
+        Py_DECREF(high_obj);
+    }
+    if (temp_obj == NULL) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    PyObject *jitter_obj = generic_uniform(st, st->strategies.int_zero, temp_obj);
+    if (jitter_obj != NULL) {
+        result = PyNumber_Add(temp_obj, jitter_obj);
+        Py_DECREF(jitter_obj);
+    }
+    Py_DECREF(temp_obj);
+    return result;
+}
+
+static PyObject *
+compute_exponential_with_jitter(rbc_state *st, CappedObject *self, PyObject *failures)
+{
+    /* min(cap, random.random() * base * 2**failures) */
+    double r, cap, product;
+    PyObject *r_obj;
+    int status = rbc_random_random(&st->random, &r, &r_obj);
+    if (status < 0) {
+        return NULL;
+    }
+    if (status == 0) {
+        if (PyFloat_CheckExact(self->base) && exact_double(self->cap, &cap)
+            && scale_by_power_of_two(r * PyFloat_AS_DOUBLE(self->base), failures, &product)) {
+            return product < cap ? PyFloat_FromDouble(product) : Py_NewRef(self->cap);
+        }
+        r_obj = PyFloat_FromDouble(r);
+        if (r_obj == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *result = NULL;
+    PyObject *jittered_base = PyNumber_Multiply(r_obj, self->base);
+    Py_DECREF(r_obj);
+    if (jittered_base != NULL) {
+        PyObject *scaled = generic_scaled(st, jittered_base, failures);
+        Py_DECREF(jittered_base);
+        if (scaled != NULL) {
+            result = py_min(self->cap, scaled);
+            Py_DECREF(scaled);
+        }
+    }
+    return result;
+}
+
+static PyObject *
+compute_decorrelated(rbc_state *st, DecorrelatedObject *self)
+{
+    /* max_backoff = max(base, previous * 3)
+     * previous = min(cap, uniform(base, max_backoff)); return previous */
+    PyObject *cap = self->capped.cap, *base = self->capped.base;
+    PyObject *previous = self->previous, *new_previous;
+    double cap_value, base_value, previous_value;
+    if (exact_double(cap, &cap_value) && exact_double(base, &base_value)
+        && exact_double(previous, &previous_value)) {
+        double tripled = previous_value * 3.0, temp;
+        int tripled_wins = tripled > base_value;
+        double high = tripled_wins ? tripled : base_value;
+        int status = rbc_random_uniform(&st->random, base_value, high, &temp);
+        if (status < 0) {
+            return NULL;
+        }
+        if (status == 0) {
+            new_previous = temp < cap_value ? PyFloat_FromDouble(temp) : Py_NewRef(cap);
+            goto store;
+        }
+    }
+    /* Generic path: Python objects all the way. */
+    PyObject *tripled = PyNumber_Multiply(previous, st->strategies.int_three);
+    if (tripled == NULL) {
+        return NULL;
+    }
+    PyObject *high = py_max(base, tripled);
+    Py_DECREF(tripled);
+    if (high == NULL) {
+        return NULL;
+    }
+    PyObject *temp = generic_uniform(st, base, high);
+    Py_DECREF(high);
+    if (temp == NULL) {
+        return NULL;
+    }
+    new_previous = py_min(cap, temp);
+    Py_DECREF(temp);
+store:
+    if (new_previous == NULL) {
+        return NULL;
+    }
+    Py_XSETREF(self->previous, Py_NewRef(new_previous));
+    return new_previous;
+}
+
+PyObject *
+rbc_strategy_compute(rbc_state *st, PyObject *backoff, int kind, PyObject *failures)
+{
+    switch (kind) {
+    case RBC_CONSTANT:
+    case RBC_NO_BACKOFF:
+        return Py_NewRef(CONSTANT(backoff)->backoff);
+    case RBC_EXPONENTIAL:
+        return compute_exponential(st, CAPPED(backoff), failures);
+    case RBC_FULL_JITTER:
+        return compute_full_jitter(st, CAPPED(backoff), failures);
+    case RBC_EQUAL_JITTER:
+        return compute_equal_jitter(st, CAPPED(backoff), failures);
+    case RBC_DECORRELATED_JITTER:
+        return compute_decorrelated(st, DECORRELATED(backoff));
+    case RBC_EXPONENTIAL_WITH_JITTER:
+        return compute_exponential_with_jitter(st, CAPPED(backoff), failures);
+    }
+    PyErr_SetString(PyExc_SystemError, "unknown backoff strategy kind");
+    return NULL;
+}
+
+void
+rbc_strategy_reset(rbc_state *st, PyObject *backoff, int kind)
+{
+    if (kind == RBC_DECORRELATED_JITTER) {
+        Py_SETREF(DECORRELATED(backoff)->previous, Py_NewRef(st->strategies.int_zero));
+    }
+}
+
+/* The compute(failures) method: one positional or keyword argument. */
+static inline int
+compute_argument(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                 PyObject **failures)
+{
+    if (nargs == 1 && kwnames == NULL) {
+        *failures = args[0];
+        return 0;
+    }
+    static const char *const names[] = {"failures"};
+    *failures = NULL;
+    return rbc_bind_args("compute", names, 1, args, nargs, kwnames, failures);
+}
+
+#define COMPUTE_METHOD(NAME, CALL)                                               \
+    static PyObject *                                                            \
+    NAME(PyObject *self, PyTypeObject *defining_class, PyObject *const *args,   \
+         Py_ssize_t nargs, PyObject *kwnames)                                    \
+    {                                                                            \
+        PyObject *failures;                                                      \
+        if (compute_argument(args, nargs, kwnames, &failures) < 0) {             \
+            return NULL;                                                         \
+        }                                                                        \
+        rbc_state *st = (rbc_state *)PyType_GetModuleState(defining_class);     \
+        (void)st;                                                                \
+        return CALL;                                                             \
+    }
+
+COMPUTE_METHOD(constant_compute, Py_NewRef(CONSTANT(self)->backoff))
+COMPUTE_METHOD(exponential_compute, compute_exponential(st, CAPPED(self), failures))
+COMPUTE_METHOD(full_jitter_compute, compute_full_jitter(st, CAPPED(self), failures))
+COMPUTE_METHOD(equal_jitter_compute, compute_equal_jitter(st, CAPPED(self), failures))
+COMPUTE_METHOD(decorrelated_compute, compute_decorrelated(st, DECORRELATED(self)))
+COMPUTE_METHOD(exponential_with_jitter_compute,
+               compute_exponential_with_jitter(st, CAPPED(self), failures))
+
+static PyObject *
+noop_reset(PyObject *self, PyObject *unused)
+{
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+decorrelated_reset(PyObject *self, PyObject *unused)
+{
+    Py_SETREF(DECORRELATED(self)->previous, PyLong_FromLong(0));
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Construction                                                            */
+
+static rbc_state *
+state_of(PyObject *self)
+{
+    return rbc_state_from_type(Py_TYPE(self));
+}
+
+/* Object with every field at redis-py's default, so that even an object
+ * made by __new__ alone (as copy and pickle do) is valid. */
+static PyObject *
+strategy_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    rbc_state *st = rbc_state_from_type(type);
+    if (st == NULL) {
+        return NULL;
+    }
+    rbc_strategies_state *ss = &st->strategies;
+    PyObject *self = type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    if (PyObject_TypeCheck(self, ss->types[RBC_CONSTANT])) {
+        CONSTANT(self)->backoff = Py_NewRef(ss->int_zero);
+        return self;
+    }
+    CAPPED(self)->cap = Py_NewRef(ss->default_cap);
+    CAPPED(self)->base = Py_NewRef(ss->default_base);
+    if (PyObject_TypeCheck(self, ss->types[RBC_DECORRELATED_JITTER])) {
+        DECORRELATED(self)->previous = Py_NewRef(ss->int_zero);
+    }
+    return self;
+}
+
+static const char *const capped_names[] = {"cap", "base"};
+static const char *const constant_names[] = {"backoff"};
+
+static const char *
+short_type_name(PyTypeObject *type)
+{
+    const char *dot = strrchr(type->tp_name, '.');
+    return dot != NULL ? dot + 1 : type->tp_name;
+}
+
+static int
+capped_set_parameters(PyObject *self, PyObject *cap, PyObject *base)
+{
+    const char *owner = short_type_name(Py_TYPE(self));
+    if (rbc_check_real(owner, "cap", cap) < 0 || rbc_check_real(owner, "base", base) < 0) {
+        return -1;
+    }
+    Py_SETREF(CAPPED(self)->cap, Py_NewRef(cap));
+    Py_SETREF(CAPPED(self)->base, Py_NewRef(base));
+    return 0;
+}
+
+static int
+capped_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"cap", "base", NULL};
+    PyObject *cap = NULL, *base = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO:__init__", kwlist, &cap, &base)) {
+        return -1;
+    }
+    rbc_state *st = state_of(self);
+    if (st == NULL) {
+        return -1;
+    }
+    if (capped_set_parameters(self, cap ? cap : st->strategies.default_cap,
+                              base ? base : st->strategies.default_base) < 0) {
+        return -1;
+    }
+    if (PyObject_TypeCheck(self, st->strategies.types[RBC_DECORRELATED_JITTER])) {
+        Py_SETREF(DECORRELATED(self)->previous, Py_NewRef(st->strategies.int_zero));
+    }
+    return 0;
+}
+
+static int
+constant_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"backoff", NULL};
+    PyObject *backoff;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:__init__", kwlist, &backoff)) {
+        return -1;
+    }
+    if (rbc_check_real(short_type_name(Py_TYPE(self)), "backoff", backoff) < 0) {
+        return -1;
+    }
+    Py_SETREF(CONSTANT(self)->backoff, Py_NewRef(backoff));
+    return 0;
+}
+
+static int
+no_backoff_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    if (!PyArg_ParseTuple(args, ":NoBackoff") || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "NoBackoff() takes no arguments");
+        }
+        return -1;
+    }
+    Py_SETREF(CONSTANT(self)->backoff, PyLong_FromLong(0));
+    return 0;
+}
+
+/* Vectorcall of the exact C types: construction without tp_new + tp_init's
+ * tuple and dict.  Subclasses never inherit tp_vectorcall, so `type` is
+ * always one of ours here. */
+static PyObject *
+strategy_vectorcall(PyObject *type_obj, PyObject *const *args, size_t nargsf,
+                    PyObject *kwnames)
+{
+    PyTypeObject *type = (PyTypeObject *)type_obj;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    rbc_state *st = (rbc_state *)PyType_GetModuleState(type);
+    rbc_strategies_state *ss = &st->strategies;
+    const char *name = short_type_name(type);
+    PyObject *values[2] = {NULL, NULL};
+    if (type == ss->types[RBC_NO_BACKOFF]) {
+        if (nargs != 0 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+            PyErr_SetString(PyExc_TypeError, "NoBackoff() takes no arguments");
+            return NULL;
+        }
+    }
+    else if (type == ss->types[RBC_CONSTANT]) {
+        if (rbc_bind_args(name, constant_names, 1, args, nargs, kwnames, values) < 0
+            || rbc_check_real(name, "backoff", values[0]) < 0) {
+            return NULL;
+        }
+    }
+    else {
+        values[0] = ss->default_cap;
+        values[1] = ss->default_base;
+        if (rbc_bind_args(name, capped_names, 2, args, nargs, kwnames, values) < 0
+            || rbc_check_real(name, "cap", values[0]) < 0
+            || rbc_check_real(name, "base", values[1]) < 0) {
+            return NULL;
+        }
+    }
+    PyObject *self = strategy_new(type, NULL, NULL);
+    if (self == NULL) {
+        return NULL;
+    }
+    if (type == ss->types[RBC_CONSTANT]) {
+        Py_SETREF(CONSTANT(self)->backoff, Py_NewRef(values[0]));
+    }
+    else if (type != ss->types[RBC_NO_BACKOFF]) {
+        Py_SETREF(CAPPED(self)->cap, Py_NewRef(values[0]));
+        Py_SETREF(CAPPED(self)->base, Py_NewRef(values[1]));
+    }
+    return self;
+}
+
+/* ---------------------------------------------------------------------- */
+/* GC and deallocation                                                     */
+
+static int
+constant_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(CONSTANT(self)->backoff);
+    return 0;
+}
+
+/* tp_clear leaves None behind rather than NULL: an object reached by a
+ * finaliser during collection stays safe to use (compute raises TypeError). */
+static int
+constant_clear(PyObject *self)
+{
+    Py_XSETREF(CONSTANT(self)->backoff, Py_NewRef(Py_None));
+    return 0;
+}
+
+static int
+capped_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(CAPPED(self)->cap);
+    Py_VISIT(CAPPED(self)->base);
+    return 0;
+}
+
+static int
+capped_clear(PyObject *self)
+{
+    Py_XSETREF(CAPPED(self)->cap, Py_NewRef(Py_None));
+    Py_XSETREF(CAPPED(self)->base, Py_NewRef(Py_None));
+    return 0;
+}
+
+static int
+decorrelated_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(DECORRELATED(self)->previous);
+    return capped_traverse(self, visit, arg);
+}
+
+static int
+decorrelated_clear(PyObject *self)
+{
+    Py_XSETREF(DECORRELATED(self)->previous, Py_NewRef(Py_None));
+    return capped_clear(self);
+}
+
+static void
+constant_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(CONSTANT(self)->backoff);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static void
+capped_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(CAPPED(self)->cap);
+    Py_CLEAR(CAPPED(self)->base);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static void
+decorrelated_dealloc(PyObject *self)
+{
+    Py_CLEAR(DECORRELATED(self)->previous);
+    capped_dealloc(self);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Attributes                                                              */
+
+static int
+check_attribute(PyObject *self, PyObject *value, const char *name)
+{
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "cannot delete attribute '%s'", name);
+        return -1;
+    }
+    if (!rbc_is_real_number(value)) {
+        PyErr_Format(PyExc_TypeError, "%s.%s must be a real number, not %.200s",
+                     short_type_name(Py_TYPE(self)), name, Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+#define FIELD_GETSET(FUNC, TYPE_MACRO, FIELD, NAME)                             \
+    static PyObject *FUNC##_get(PyObject *self, void *closure)                  \
+    {                                                                           \
+        return Py_NewRef(TYPE_MACRO(self)->FIELD);                              \
+    }                                                                           \
+    static int FUNC##_set(PyObject *self, PyObject *value, void *closure)       \
+    {                                                                           \
+        if (check_attribute(self, value, NAME) < 0) {                           \
+            return -1;                                                          \
+        }                                                                       \
+        Py_SETREF(TYPE_MACRO(self)->FIELD, Py_NewRef(value));                   \
+        return 0;                                                               \
+    }
+
+FIELD_GETSET(backoff, CONSTANT, backoff, "_backoff")
+FIELD_GETSET(cap, CAPPED, cap, "_cap")
+FIELD_GETSET(base, CAPPED, base, "_base")
+FIELD_GETSET(previous, DECORRELATED, previous, "_previous_backoff")
+
+static PyGetSetDef constant_getset[] = {
+    {"_backoff", backoff_get, backoff_set, "the constant delay, in seconds", NULL},
+    {NULL},
+};
+
+static PyGetSetDef capped_getset[] = {
+    {"_cap", cap_get, cap_set, "maximum delay, in seconds", NULL},
+    {"_base", base_get, base_set, "base delay, in seconds", NULL},
+    {NULL},
+};
+
+static PyGetSetDef decorrelated_getset[] = {
+    {"_cap", cap_get, cap_set, "maximum delay, in seconds", NULL},
+    {"_base", base_get, base_set, "base delay, in seconds", NULL},
+    {"_previous_backoff", previous_get, previous_set,
+     "the last delay computed since reset()", NULL},
+    {NULL},
+};
+
+/* ---------------------------------------------------------------------- */
+/* ==, hash, repr                                                          */
+
+/* Python's tuple hash (xxHash-based, CPython 3.8 and later), so that
+ * hash(backoff) == hash((base, cap)) without building the tuple. */
+#if SIZEOF_PY_UHASH_T > 4
+#define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
+#define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
+#define XXPRIME_5 ((Py_uhash_t)2870177450012600261ULL)
+#define XXROTATE(x) ((x << 31) | (x >> 33))
+#else
+#define XXPRIME_1 ((Py_uhash_t)2654435761UL)
+#define XXPRIME_2 ((Py_uhash_t)2246822519UL)
+#define XXPRIME_5 ((Py_uhash_t)374761393UL)
+#define XXROTATE(x) ((x << 13) | (x >> 19))
+#endif
+
+static Py_hash_t
+tuple_hash(PyObject *const *items, Py_ssize_t count)
+{
+    Py_uhash_t acc = XXPRIME_5;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_uhash_t lane = (Py_uhash_t)PyObject_Hash(items[i]);
+        if (lane == (Py_uhash_t)-1) {
+            return -1;
+        }
+        acc += lane * XXPRIME_2;
+        acc = XXROTATE(acc);
+        acc *= XXPRIME_1;
+    }
+    acc += (Py_uhash_t)count ^ (XXPRIME_5 ^ 3527539UL);
+    if (acc == (Py_uhash_t)-1) {
+        return 1546275796;
+    }
+    return (Py_hash_t)acc;
+}
+
+static Py_hash_t
+constant_hash(PyObject *self)
+{
+    return tuple_hash(&CONSTANT(self)->backoff, 1);
+}
+
+static Py_hash_t
+capped_hash(PyObject *self)
+{
+    PyObject *items[2] = {CAPPED(self)->base, CAPPED(self)->cap};
+    return tuple_hash(items, 2);
+}
+
+/* Is `other` of the family `kind` (ours or redis-py's), as redis-py's
+ * isinstance(other, <class>) asks?  1, 0, or -1 on error. */
+static int
+same_family(rbc_state *st, PyObject *other, int kind)
+{
+    if (PyObject_TypeCheck(other, st->strategies.types[kind])) {
+        return 1;
+    }
+    return PyObject_IsInstance(other, st->strategies.redis_classes[kind]);
+}
+
+/* `self.a == other.a and self.b == other.b`, with `and`'s result. */
+static PyObject *
+compare_fields(rbc_state *st, PyObject *other, int kind,
+               PyObject *const *mine, PyObject *const *names, Py_ssize_t count)
+{
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *theirs = PyObject_TypeCheck(other, st->strategies.types[kind])
+                               ? Py_NewRef(kind == RBC_CONSTANT
+                                               ? CONSTANT(other)->backoff
+                                               : (i == 0 ? CAPPED(other)->base
+                                                         : CAPPED(other)->cap))
+                               : PyObject_GetAttr(other, names[i]);
+        if (theirs == NULL) {
+            Py_XDECREF(result);
+            return NULL;
+        }
+        Py_XSETREF(result, PyObject_RichCompare(mine[i], theirs, Py_EQ));
+        Py_DECREF(theirs);
+        if (result == NULL) {
+            return NULL;
+        }
+        if (i + 1 < count) {
+            int truth = PyObject_IsTrue(result);
+            if (truth < 0) {
+                Py_DECREF(result);
+                return NULL;
+            }
+            if (!truth) {
+                return result;
+            }
+        }
+    }
+    return result;
+}
+
+static PyObject *
+strategy_richcompare(PyObject *self, PyObject *other, int op, int kind)
+{
+    if (op != Py_EQ && op != Py_NE) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    rbc_state *st = state_of(self);
+    if (st == NULL) {
+        return NULL;
+    }
+    int family = same_family(st, other, kind);
+    if (family < 0) {
+        return NULL;
+    }
+    if (!family) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *result;
+    if (kind == RBC_CONSTANT) {
+        PyObject *names[1] = {st->strategies.str_backoff};
+        result = compare_fields(st, other, kind, &CONSTANT(self)->backoff, names, 1);
+    }
+    else {
+        PyObject *mine[2] = {CAPPED(self)->base, CAPPED(self)->cap};
+        PyObject *names[2] = {st->strategies.str_base, st->strategies.str_cap};
+        result = compare_fields(st, other, kind, mine, names, 2);
+    }
+    if (result == NULL || op == Py_EQ) {
+        return result;
+    }
+    /* object.__ne__: the negation of __eq__. */
+    int truth = PyObject_IsTrue(result);
+    Py_DECREF(result);
+    return truth < 0 ? NULL : PyBool_FromLong(!truth);
+}
+
+#define RICHCOMPARE(NAME, KIND)                                                 \
+    static PyObject *NAME(PyObject *self, PyObject *other, int op)              \
+    {                                                                           \
+        return strategy_richcompare(self, other, op, KIND);                     \
+    }
+
+RICHCOMPARE(constant_richcompare, RBC_CONSTANT)
+RICHCOMPARE(exponential_richcompare, RBC_EXPONENTIAL)
+RICHCOMPARE(full_jitter_richcompare, RBC_FULL_JITTER)
+RICHCOMPARE(equal_jitter_richcompare, RBC_EQUAL_JITTER)
+RICHCOMPARE(decorrelated_richcompare, RBC_DECORRELATED_JITTER)
+RICHCOMPARE(exponential_with_jitter_richcompare, RBC_EXPONENTIAL_WITH_JITTER)
+
+static PyObject *
+constant_repr(PyObject *self)
+{
+    rbc_state *st = state_of(self);
+    if (st == NULL) {
+        return NULL;
+    }
+    if (PyObject_TypeCheck(self, st->strategies.types[RBC_NO_BACKOFF])) {
+        return PyUnicode_FromFormat("%s()", short_type_name(Py_TYPE(self)));
+    }
+    return PyUnicode_FromFormat("%s(backoff=%R)", short_type_name(Py_TYPE(self)),
+                                CONSTANT(self)->backoff);
+}
+
+static PyObject *
+capped_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("%s(cap=%R, base=%R)", short_type_name(Py_TYPE(self)),
+                                CAPPED(self)->cap, CAPPED(self)->base);
+}
+
+/* ---------------------------------------------------------------------- */
+/* copy and pickle                                                         */
+
+/* __reduce__: (copyreg.__newobj__, (type,), state).  Like redis-py's
+ * objects, the copy is made by __new__ and the state set afterwards, so a
+ * subclass with another __init__ signature copies too.  The state holds the
+ * instance __dict__ of a Python subclass and our attributes. */
+static PyObject *
+strategy_reduce(PyObject *self, PyObject *unused)
+{
+    rbc_state *st = state_of(self);
+    if (st == NULL) {
+        return NULL;
+    }
+    rbc_strategies_state *ss = &st->strategies;
+    PyObject *state = PyDict_New();
+    if (state == NULL) {
+        return NULL;
+    }
+    PyObject *instance_dict;
+    if (rbc_get_optional_attr(self, ss->str_dict, &instance_dict) < 0) {
+        goto error;
+    }
+    if (instance_dict != NULL) {
+        int status = PyDict_Update(state, instance_dict);
+        Py_DECREF(instance_dict);
+        if (status < 0) {
+            goto error;
+        }
+    }
+    if (PyObject_TypeCheck(self, ss->types[RBC_CONSTANT])) {
+        if (PyDict_SetItem(state, ss->str_backoff, CONSTANT(self)->backoff) < 0) {
+            goto error;
+        }
+    }
+    else {
+        if (PyDict_SetItem(state, ss->str_cap, CAPPED(self)->cap) < 0
+            || PyDict_SetItem(state, ss->str_base, CAPPED(self)->base) < 0) {
+            goto error;
+        }
+        if (PyObject_TypeCheck(self, ss->types[RBC_DECORRELATED_JITTER])
+            && PyDict_SetItem(state, ss->str_previous_backoff,
+                              DECORRELATED(self)->previous) < 0) {
+            goto error;
+        }
+    }
+    return Py_BuildValue("O(O)N", ss->copyreg_newobj, (PyObject *)Py_TYPE(self), state);
+error:
+    Py_DECREF(state);
+    return NULL;
+}
+
+static PyObject *
+strategy_setstate(PyObject *self, PyObject *state)
+{
+    if (!PyDict_Check(state)) {
+        PyErr_Format(PyExc_TypeError, "__setstate__() argument must be a dict, not %.200s",
+                     Py_TYPE(state)->tp_name);
+        return NULL;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    Py_INCREF(state);   /* setattr may run code that mutates it */
+    while (PyDict_Next(state, &pos, &key, &value)) {
+        Py_INCREF(key);
+        Py_INCREF(value);
+        int status = PyObject_SetAttr(self, key, value);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (status < 0) {
+            Py_DECREF(state);
+            return NULL;
+        }
+    }
+    Py_DECREF(state);
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Type specs                                                              */
+
+#define COMPUTE_DOC "compute(failures)\n--\n\nThe delay, in seconds, before retry number `failures`."
+#define RESET_DOC "reset()\n--\n\nCalled once at the start of every call_with_retry()."
+#define COMMON_METHODS                                                            \
+    {"__reduce__", strategy_reduce, METH_NOARGS, NULL},                           \
+    {"__setstate__", strategy_setstate, METH_O, NULL}
+
+#define METHODS(NAME, COMPUTE, RESET)                                             \
+    static PyMethodDef NAME[] = {                                                 \
+        {"compute", (PyCFunction)(void (*)(void))COMPUTE,                         \
+         METH_METHOD | METH_FASTCALL | METH_KEYWORDS, COMPUTE_DOC},               \
+        {"reset", RESET, METH_NOARGS, RESET_DOC},                                 \
+        COMMON_METHODS,                                                           \
+        {NULL, NULL, 0, NULL},                                                    \
+    };
+
+METHODS(constant_methods, constant_compute, noop_reset)
+METHODS(exponential_methods, exponential_compute, noop_reset)
+METHODS(full_jitter_methods, full_jitter_compute, noop_reset)
+METHODS(equal_jitter_methods, equal_jitter_compute, noop_reset)
+METHODS(decorrelated_methods, decorrelated_compute, decorrelated_reset)
+METHODS(exponential_with_jitter_methods, exponential_with_jitter_compute, noop_reset)
+
+#define TYPE_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC)
+
+#define CAPPED_SLOTS(RICHCOMPARE, METHODS_, DOC)                                  \
+    {Py_tp_doc, (void *)DOC},                                                     \
+    {Py_tp_new, strategy_new},                                                    \
+    {Py_tp_init, capped_init},                                                    \
+    {Py_tp_repr, capped_repr},                                                    \
+    {Py_tp_hash, capped_hash},                                                    \
+    {Py_tp_richcompare, RICHCOMPARE},                                             \
+    {Py_tp_methods, METHODS_}
+
+static PyType_Slot constant_slots[] = {
+    {Py_tp_doc, (void *)"ConstantBackoff(backoff)\n--\n\nThe same delay after every failure."},
+    {Py_tp_new, strategy_new},
+    {Py_tp_init, constant_init},
+    {Py_tp_repr, constant_repr},
+    {Py_tp_hash, constant_hash},
+    {Py_tp_richcompare, constant_richcompare},
+    {Py_tp_methods, constant_methods},
+    {Py_tp_getset, constant_getset},
+    {Py_tp_traverse, constant_traverse},
+    {Py_tp_clear, constant_clear},
+    {Py_tp_dealloc, constant_dealloc},
+    {0, NULL},
+};
+
+static PyType_Slot no_backoff_slots[] = {
+    {Py_tp_doc, (void *)"NoBackoff()\n--\n\nNo delay: ConstantBackoff(0)."},
+    {Py_tp_init, no_backoff_init},
+    {Py_tp_repr, constant_repr},
+    {Py_tp_traverse, constant_traverse},
+    {Py_tp_clear, constant_clear},
+    {Py_tp_dealloc, constant_dealloc},
+    {0, NULL},
+};
+
+#define CAPPED_TYPE_SLOTS(NAME, RICHCOMPARE, METHODS_, DOC)                       \
+    static PyType_Slot NAME[] = {                                                 \
+        CAPPED_SLOTS(RICHCOMPARE, METHODS_, DOC),                                 \
+        {Py_tp_getset, capped_getset},                                            \
+        {Py_tp_traverse, capped_traverse},                                        \
+        {Py_tp_clear, capped_clear},                                              \
+        {Py_tp_dealloc, capped_dealloc},                                          \
+        {0, NULL},                                                                \
+    };
+
+CAPPED_TYPE_SLOTS(exponential_slots, exponential_richcompare, exponential_methods,
+                  "ExponentialBackoff(cap=0.512, base=0.008)\n--\n\n"
+                  "min(cap, base * 2**failures).")
+CAPPED_TYPE_SLOTS(full_jitter_slots, full_jitter_richcompare, full_jitter_methods,
+                  "FullJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
+                  "uniform(0, min(cap, base * 2**failures)).")
+CAPPED_TYPE_SLOTS(equal_jitter_slots, equal_jitter_richcompare, equal_jitter_methods,
+                  "EqualJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
+                  "temp + uniform(0, temp) with temp = min(cap, base * 2**failures) / 2.")
+CAPPED_TYPE_SLOTS(exponential_with_jitter_slots, exponential_with_jitter_richcompare,
+                  exponential_with_jitter_methods,
+                  "ExponentialWithJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
+                  "min(cap, random() * base * 2**failures).")
+
+static PyType_Slot decorrelated_slots[] = {
+    CAPPED_SLOTS(decorrelated_richcompare, decorrelated_methods,
+                 "DecorrelatedJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
+                 "min(cap, uniform(base, max(base, 3 * previous delay)))."),
+    {Py_tp_getset, decorrelated_getset},
+    {Py_tp_traverse, decorrelated_traverse},
+    {Py_tp_clear, decorrelated_clear},
+    {Py_tp_dealloc, decorrelated_dealloc},
+    {0, NULL},
+};
+
+#define SPEC(NAME, STRUCT, SLOTS)                                                  \
+    {.name = "redis_backoff_c." NAME, .basicsize = sizeof(STRUCT), .itemsize = 0,  \
+     .flags = TYPE_FLAGS, .slots = SLOTS}
+
+static PyType_Spec specs[RBC_STRATEGY_COUNT] = {
+    [RBC_CONSTANT] = SPEC("ConstantBackoff", ConstantObject, constant_slots),
+    [RBC_NO_BACKOFF] = SPEC("NoBackoff", ConstantObject, no_backoff_slots),
+    [RBC_EXPONENTIAL] = SPEC("ExponentialBackoff", CappedObject, exponential_slots),
+    [RBC_FULL_JITTER] = SPEC("FullJitterBackoff", CappedObject, full_jitter_slots),
+    [RBC_EQUAL_JITTER] = SPEC("EqualJitterBackoff", CappedObject, equal_jitter_slots),
+    [RBC_DECORRELATED_JITTER] =
+        SPEC("DecorrelatedJitterBackoff", DecorrelatedObject, decorrelated_slots),
+    [RBC_EXPONENTIAL_WITH_JITTER] =
+        SPEC("ExponentialWithJitterBackoff", CappedObject, exponential_with_jitter_slots),
+};
+
+/* ---------------------------------------------------------------------- */
+/* Module state                                                            */
+
+static int
+import_redis_classes(rbc_strategies_state *ss)
+{
+    PyObject *redis_backoff = PyImport_ImportModule("redis.backoff");
+    if (redis_backoff == NULL) {
+        return -1;
+    }
+    int status = 0;
+    for (int kind = 0; kind < RBC_STRATEGY_COUNT && status == 0; kind++) {
+        ss->redis_classes[kind] = PyObject_GetAttrString(redis_backoff, type_names[kind]);
+        status = ss->redis_classes[kind] == NULL ? -1 : 0;
+    }
+    if (status == 0) {
+        ss->abstract_backoff = PyObject_GetAttrString(redis_backoff, "AbstractBackoff");
+        status = ss->abstract_backoff == NULL ? -1 : 0;
+    }
+    Py_DECREF(redis_backoff);
+    return status;
+}
+
+static int
+init_constants(rbc_strategies_state *ss)
+{
+    PyObject *copyreg = PyImport_ImportModule("copyreg");
+    if (copyreg == NULL) {
+        return -1;
+    }
+    ss->copyreg_newobj = PyObject_GetAttrString(copyreg, "__newobj__");
+    Py_DECREF(copyreg);
+    ss->default_cap = PyFloat_FromDouble(0.512);
+    ss->default_base = PyFloat_FromDouble(0.008);
+    ss->int_zero = PyLong_FromLong(0);
+    ss->int_two = PyLong_FromLong(2);
+    ss->int_three = PyLong_FromLong(3);
+    ss->str_cap = PyUnicode_InternFromString("_cap");
+    ss->str_base = PyUnicode_InternFromString("_base");
+    ss->str_backoff = PyUnicode_InternFromString("_backoff");
+    ss->str_previous_backoff = PyUnicode_InternFromString("_previous_backoff");
+    ss->str_dict = PyUnicode_InternFromString("__dict__");
+    if (!ss->copyreg_newobj || !ss->default_cap || !ss->default_base || !ss->int_zero
+        || !ss->int_two || !ss->int_three || !ss->str_cap || !ss->str_base
+        || !ss->str_backoff || !ss->str_previous_backoff || !ss->str_dict) {
+        return -1;
+    }
+    return 0;
+}
+
+int
+rbc_strategies_init(rbc_state *st, PyObject *module)
+{
+    rbc_strategies_state *ss = &st->strategies;
+    if (init_constants(ss) < 0 || import_redis_classes(ss) < 0) {
+        return -1;
+    }
+    for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
+        PyObject *bases = NULL;
+        if (kind == RBC_NO_BACKOFF) {
+            bases = (PyObject *)ss->types[RBC_CONSTANT];
+        }
+        PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &specs[kind], bases);
+        if (type == NULL) {
+            return -1;
+        }
+        type->tp_vectorcall = strategy_vectorcall;
+        ss->types[kind] = type;
+        if (PyModule_AddObjectRef(module, type_names[kind], (PyObject *)type) < 0) {
+            return -1;
+        }
+    }
+    if (PyModule_AddObjectRef(module, "DEFAULT_CAP", ss->default_cap) < 0
+        || PyModule_AddObjectRef(module, "DEFAULT_BASE", ss->default_base) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+int
+rbc_strategies_traverse(rbc_strategies_state *ss, visitproc visit, void *arg)
+{
+    for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
+        Py_VISIT(ss->types[kind]);
+        Py_VISIT(ss->redis_classes[kind]);
+    }
+    Py_VISIT(ss->abstract_backoff);
+    Py_VISIT(ss->copyreg_newobj);
+    return 0;
+}
+
+void
+rbc_strategies_clear(rbc_strategies_state *ss)
+{
+    for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
+        Py_CLEAR(ss->types[kind]);
+        Py_CLEAR(ss->redis_classes[kind]);
+    }
+    Py_CLEAR(ss->abstract_backoff);
+    Py_CLEAR(ss->copyreg_newobj);
+    Py_CLEAR(ss->default_cap);
+    Py_CLEAR(ss->default_base);
+    Py_CLEAR(ss->int_zero);
+    Py_CLEAR(ss->int_two);
+    Py_CLEAR(ss->int_three);
+    Py_CLEAR(ss->str_cap);
+    Py_CLEAR(ss->str_base);
+    Py_CLEAR(ss->str_backoff);
+    Py_CLEAR(ss->str_previous_backoff);
+    Py_CLEAR(ss->str_dict);
+}

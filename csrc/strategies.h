@@ -1,0 +1,65 @@
+/* The seven backoff strategies of redis.backoff as C heap types. */
+#ifndef RBC_STRATEGIES_H
+#define RBC_STRATEGIES_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+typedef enum {
+    RBC_CONSTANT = 0,
+    RBC_NO_BACKOFF,
+    RBC_EXPONENTIAL,
+    RBC_FULL_JITTER,
+    RBC_EQUAL_JITTER,
+    RBC_DECORRELATED_JITTER,
+    RBC_EXPONENTIAL_WITH_JITTER,
+    RBC_STRATEGY_COUNT
+} rbc_strategy_kind;
+
+typedef struct {
+    PyTypeObject *types[RBC_STRATEGY_COUNT];
+    /* redis-py's classes: __eq__ accepts their instances, as theirs accept ours. */
+    PyObject *redis_classes[RBC_STRATEGY_COUNT];
+    PyObject *abstract_backoff;      /* redis.backoff.AbstractBackoff */
+    PyObject *default_cap;           /* 0.512 */
+    PyObject *default_base;          /* 0.008 */
+    PyObject *int_zero;
+    PyObject *int_two;
+    PyObject *int_three;
+    PyObject *copyreg_newobj;        /* copyreg.__newobj__, for __reduce__ */
+    PyObject *str_cap;               /* interned "_cap", "_base", ... */
+    PyObject *str_base;
+    PyObject *str_backoff;
+    PyObject *str_previous_backoff;
+    PyObject *str_dict;
+} rbc_strategies_state;
+
+struct rbc_state;
+
+int rbc_strategies_init(struct rbc_state *st, PyObject *module);
+int rbc_strategies_traverse(rbc_strategies_state *ss, visitproc visit, void *arg);
+void rbc_strategies_clear(rbc_strategies_state *ss);
+
+/* The kind of `backoff` when its type is exactly one of the seven C types
+ * (not a subclass, whose Python overrides must be honoured), else -1.
+ * Retry uses it to call compute()/reset() without a method lookup. */
+static inline int
+rbc_plain_strategy_kind(rbc_strategies_state *ss, PyObject *backoff)
+{
+    PyTypeObject *type = Py_TYPE(backoff);
+    for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
+        if (ss->types[kind] == type) {
+            return kind;
+        }
+    }
+    return -1;
+}
+
+/* backoff.reset() and backoff.compute(failures) for a plain C strategy of
+ * the given kind (see rbc_plain_strategy_kind). compute returns a new
+ * reference or NULL with an exception set. */
+void rbc_strategy_reset(struct rbc_state *st, PyObject *backoff, int kind);
+PyObject *rbc_strategy_compute(struct rbc_state *st, PyObject *backoff,
+                               int kind, PyObject *failures);
+
+#endif

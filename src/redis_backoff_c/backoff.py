@@ -1,0 +1,55 @@
+"""Drop-in for ``redis.backoff``: the seven strategies as C types.
+
+Each C type is registered as a virtual subclass of its redis-py namesake,
+so ``isinstance(ExponentialBackoff(), redis.backoff.ExponentialBackoff)``
+and ``isinstance(..., redis.backoff.AbstractBackoff)`` hold, and redis-py's
+own ``__eq__`` accepts our objects as ours accept theirs.
+"""
+import redis.backoff as _redis_backoff
+from redis.backoff import AbstractBackoff
+
+from redis_backoff_c._speedups import (
+    DEFAULT_BASE,
+    DEFAULT_CAP,
+    ConstantBackoff,
+    DecorrelatedJitterBackoff,
+    EqualJitterBackoff,
+    ExponentialBackoff,
+    ExponentialWithJitterBackoff,
+    FullJitterBackoff,
+    NoBackoff,
+)
+
+_STRATEGIES = (
+    ConstantBackoff,
+    NoBackoff,
+    ExponentialBackoff,
+    FullJitterBackoff,
+    EqualJitterBackoff,
+    DecorrelatedJitterBackoff,
+    ExponentialWithJitterBackoff,
+)
+
+for _cls in _STRATEGIES:
+    getattr(_redis_backoff, _cls.__name__).register(_cls)
+del _cls
+
+
+def default_backoff():
+    """The strategy redis-py uses when none is given: EqualJitterBackoff()."""
+    return EqualJitterBackoff()
+
+
+__all__ = [
+    "AbstractBackoff",
+    "ConstantBackoff",
+    "DEFAULT_BASE",
+    "DEFAULT_CAP",
+    "DecorrelatedJitterBackoff",
+    "EqualJitterBackoff",
+    "ExponentialBackoff",
+    "ExponentialWithJitterBackoff",
+    "FullJitterBackoff",
+    "NoBackoff",
+    "default_backoff",
+]
