@@ -466,17 +466,33 @@ compute_argument(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     return rbc_bind_args("compute", names, 1, args, nargs, kwnames, failures);
 }
 
+/* The module state of a strategy object: its type's module for our own
+ * types (one load), the MRO walk for Python subclasses.  METH_METHOD would
+ * hand us the defining class instead, but CPython's call specialisations
+ * skip METH_METHOD, which costs more than this. */
+static inline rbc_state *
+fast_state_of(PyObject *self)
+{
+    PyObject *module = ((PyHeapTypeObject *)Py_TYPE(self))->ht_module;
+    if (module != NULL && PyModule_GetDef(module) == &rbc_module_def) {
+        return (rbc_state *)PyModule_GetState(module);
+    }
+    return rbc_state_from_type(Py_TYPE(self));
+}
+
 #define COMPUTE_METHOD(NAME, CALL)                                               \
     static PyObject *                                                            \
-    NAME(PyObject *self, PyTypeObject *defining_class, PyObject *const *args,   \
-         Py_ssize_t nargs, PyObject *kwnames)                                    \
+    NAME(PyObject *self, PyObject *const *args, Py_ssize_t nargs,               \
+         PyObject *kwnames)                                                      \
     {                                                                            \
         PyObject *failures;                                                      \
         if (compute_argument(args, nargs, kwnames, &failures) < 0) {             \
             return NULL;                                                         \
         }                                                                        \
-        rbc_state *st = (rbc_state *)PyType_GetModuleState(defining_class);     \
-        (void)st;                                                                \
+        rbc_state *st = fast_state_of(self);                                     \
+        if (st == NULL) {                                                        \
+            return NULL;                                                         \
+        }                                                                        \
         return CALL;                                                             \
     }
 
@@ -1048,7 +1064,7 @@ strategy_setstate(PyObject *self, PyObject *state)
 #define METHODS(NAME, COMPUTE, RESET)                                             \
     static PyMethodDef NAME[] = {                                                 \
         {"compute", (PyCFunction)(void (*)(void))COMPUTE,                         \
-         METH_METHOD | METH_FASTCALL | METH_KEYWORDS, COMPUTE_DOC},               \
+         METH_FASTCALL | METH_KEYWORDS, COMPUTE_DOC},               \
         {"reset", RESET, METH_NOARGS, RESET_DOC},                                 \
         COMMON_METHODS,                                                           \
         {NULL, NULL, 0, NULL},                                                    \
