@@ -4,50 +4,16 @@
 
 #include <string.h>
 
-/* ---- xoshiro256** (Blackman and Vigna), seeded through splitmix64 ---- */
-
-static inline uint64_t
-rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t
-xoshiro_next(uint64_t s[4])
-{
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-static uint64_t
-splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 static void
 xoshiro_seed(uint64_t s[4], uint64_t seed)
 {
+    /* splitmix64 spreads any 64-bit seed over the 256-bit state. */
     for (int i = 0; i < 4; i++) {
-        s[i] = splitmix64(&seed);
+        uint64_t z = (seed += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        s[i] = z ^ (z >> 31);
     }
-}
-
-/* A double in [0, 1) from the top 53 bits, as random.random() makes one. */
-static inline double
-xoshiro_double(uint64_t s[4])
-{
-    return (double)(xoshiro_next(s) >> 11) * 0x1.0p-53;
 }
 
 /* ---- the random module ---- */
@@ -118,20 +84,15 @@ call_original_random(rbc_random_state *rs, double *out)
 }
 
 int
-rbc_random_uniform(rbc_random_state *rs, double a, double b, double *out)
+rbc_random_uniform_python(rbc_random_state *rs, double a, double b, double *out)
 {
     double r;
-    if (rs->use_fast) {
-        r = xoshiro_double(rs->xoshiro);
+    PyObject *uniform = PyDict_GetItemWithError(rs->module_dict, rs->str_uniform);
+    if (uniform != rs->original_uniform) {
+        return PyErr_Occurred() ? -1 : 1;
     }
-    else {
-        PyObject *uniform = PyDict_GetItemWithError(rs->module_dict, rs->str_uniform);
-        if (uniform != rs->original_uniform) {
-            return PyErr_Occurred() ? -1 : 1;
-        }
-        if (call_original_random(rs, &r) < 0) {
-            return -1;
-        }
+    if (call_original_random(rs, &r) < 0) {
+        return -1;
     }
     /* random.uniform's formula, operation for operation. */
     *out = a + (b - a) * r;
@@ -157,13 +118,9 @@ rbc_random_call_uniform(rbc_random_state *rs, PyObject *a, PyObject *b)
 }
 
 int
-rbc_random_random(rbc_random_state *rs, double *out, PyObject **result)
+rbc_random_random_python(rbc_random_state *rs, double *out, PyObject **result)
 {
     *result = NULL;
-    if (rs->use_fast) {
-        *out = xoshiro_double(rs->xoshiro);
-        return 0;
-    }
     PyObject *random = PyDict_GetItemWithError(rs->module_dict, rs->str_random);
     if (random == NULL) {
         if (!PyErr_Occurred()) {

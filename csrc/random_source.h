@@ -33,17 +33,62 @@ int rbc_random_init(struct rbc_state *st, PyObject *module);
 int rbc_random_traverse(rbc_random_state *rs, visitproc visit, void *arg);
 void rbc_random_clear(rbc_random_state *rs);
 
+/* ---- xoshiro256** (Blackman and Vigna), inline for the fast path ---- */
+
+static inline uint64_t
+rbc_rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+/* A double in [0, 1) from the top 53 bits, as random.random() makes one. */
+static inline double
+rbc_xoshiro_double(uint64_t s[4])
+{
+    uint64_t result = rbc_rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rbc_rotl(s[3], 45);
+    return (double)(result >> 11) * 0x1.0p-53;
+}
+
+int rbc_random_uniform_python(rbc_random_state *rs, double a, double b, double *out);
+int rbc_random_random_python(rbc_random_state *rs, double *out, PyObject **result);
+
 /* uniform(a, b) as doubles.  Returns 0 with *out set; 1 when random.uniform
  * has been replaced, in which case the caller must call
  * rbc_random_call_uniform() with the objects redis-py would pass; -1 with
  * an exception set. */
-int rbc_random_uniform(rbc_random_state *rs, double a, double b, double *out);
+static inline int
+rbc_random_uniform(rbc_random_state *rs, double a, double b, double *out)
+{
+    if (rs->use_fast) {
+        /* random.uniform's formula, operation for operation. */
+        *out = a + (b - a) * rbc_xoshiro_double(rs->xoshiro);
+        return 0;
+    }
+    return rbc_random_uniform_python(rs, a, b, out);
+}
+
 PyObject *rbc_random_call_uniform(rbc_random_state *rs, PyObject *a, PyObject *b);
 
 /* random() as a double.  Returns 0 with *out set; 1 when random.random has
- * been replaced (or returned something that is not a float): *result then
- * holds a new reference to what it returned; -1 with an exception set. */
-int rbc_random_random(rbc_random_state *rs, double *out, PyObject **result);
+ * been replaced and returned something that is not a float: *result then
+ * holds a new reference to it; -1 with an exception set. */
+static inline int
+rbc_random_random(rbc_random_state *rs, double *out, PyObject **result)
+{
+    if (rs->use_fast) {
+        *result = NULL;
+        *out = rbc_xoshiro_double(rs->xoshiro);
+        return 0;
+    }
+    return rbc_random_random_python(rs, out, result);
+}
 
 /* Methods of the module: set_random_source / get_random_source. */
 PyObject *rbc_set_random_source(PyObject *module, PyObject *const *args,

@@ -18,6 +18,7 @@
 #include "args.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef struct {
@@ -88,6 +89,16 @@ times_huge_power(double x)
     return x;   /* 0.0, -0.0 or nan */
 }
 
+/* 2.0**n for -1022 <= n <= 1023, a normal float: exponent bits only. */
+static inline double
+normal_power_of_two(int n)
+{
+    uint64_t bits = (uint64_t)(n + 1023) << 52;
+    double value;
+    memcpy(&value, &bits, sizeof(value));
+    return value;
+}
+
 /* 2.0 ** f as Python's float power computes it (for finite f below 1024). */
 static inline double
 float_power_of_two(double f)
@@ -113,9 +124,10 @@ scale_by_power_of_two(double x, PyObject *failures, double *out)
     if (PyLong_CheckExact(failures) || PyBool_Check(failures)) {
         int overflow;
         long long n = PyLong_AsLongLongAndOverflow(failures, &overflow);
-        if (overflow == 0 && n >= 0 && n < 1024) {
-            /* 2**n is an exact int, converted exactly to a float. */
-            *out = x * ldexp(1.0, (int)n);
+        if (overflow == 0 && n >= -1022 && n < 1024) {
+            /* 2**n is an exact int (a float for n < 0: pow(2.0, n), exact
+             * here), converted exactly to a float: build it from its bits. */
+            *out = x * normal_power_of_two((int)n);
         }
         else if (overflow > 0 || n >= 1024) {
             *out = times_huge_power(x);
