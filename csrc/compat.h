@@ -4,6 +4,9 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#if PY_VERSION_HEX < 0x030B0000
+#include <longintrepr.h>
+#endif
 
 /* PyType_GetModuleByDef() is 3.11+; 3.10 gets the same MRO walk here.
  * Returns a borrowed reference, or NULL with TypeError set. */
@@ -24,7 +27,8 @@ rbc_type_module_by_def(PyTypeObject *type, PyModuleDef *def)
             }
         }
     }
-    PyErr_Format(PyExc_TypeError, "PyType_GetModuleByDef: No superclass of '%s' has the given module",
+    PyErr_Format(PyExc_TypeError,
+                 "PyType_GetModuleByDef: No superclass of '%s' has the given module",
                  type->tp_name);
     return NULL;
 #endif
@@ -48,6 +52,27 @@ rbc_get_optional_attr(PyObject *obj, PyObject *name, PyObject **result)
     }
     return -1;
 #endif
+}
+
+/* The value of an exact int or bool that fits in one digit, read inline
+ * (the C-API call costs more than the rest of an ExponentialBackoff
+ * compute); 0 when the int is larger and the caller must ask the C-API. */
+static inline int
+rbc_small_int_value(PyObject *obj, long long *value)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)obj)) {
+        *value = (long long)PyUnstable_Long_CompactValue((PyLongObject *)obj);
+        return 1;
+    }
+#else
+    Py_ssize_t size = Py_SIZE(obj);
+    if (size >= -1 && size <= 1) {
+        *value = (long long)size * (long long)((PyLongObject *)obj)->ob_digit[0];
+        return 1;
+    }
+#endif
+    return 0;
 }
 
 #endif

@@ -122,8 +122,11 @@ static inline int
 scale_by_power_of_two(double x, PyObject *failures, double *out)
 {
     if (PyLong_CheckExact(failures) || PyBool_Check(failures)) {
-        int overflow;
-        long long n = PyLong_AsLongLongAndOverflow(failures, &overflow);
+        int overflow = 0;
+        long long n;
+        if (!rbc_small_int_value(failures, &n)) {
+            n = PyLong_AsLongLongAndOverflow(failures, &overflow);
+        }
         if (overflow == 0 && n >= -1022 && n < 1024) {
             /* 2**n is an exact int (a float for n < 0: pow(2.0, n), exact
              * here), converted exactly to a float: build it from its bits. */
@@ -160,31 +163,66 @@ check_failures(PyObject *failures)
     return rbc_check_real("compute", "failures", failures);
 }
 
-/* x * 2**failures with Python objects: redis-py's expression, with the
- * OverflowError of a huge failure count replaced by the formula's value. */
+/* Where 2**failures leaves the range of floats: +1 for failures >= 1024,
+ * -1 for failures < -1100 (2**failures is then 0.0), 0 in between or when
+ * failures has no float value; -2 on error.  The generic path then uses the
+ * formula's value instead of computing (or failing to compute) a huge power. */
+static int
+failures_out_of_range(PyObject *failures)
+{
+    double value;
+    if (PyLong_Check(failures)) {
+        int overflow;
+        long long n = PyLong_AsLongLongAndOverflow(failures, &overflow);
+        if (n == -1 && PyErr_Occurred()) {
+            return -2;
+        }
+        return (overflow > 0 || n >= 1024) ? 1 : (overflow < 0 || n < -1100) ? -1 : 0;
+    }
+    if (PyFloat_Check(failures)) {
+        value = PyFloat_AS_DOUBLE(failures);
+    }
+    else {
+        PyObject *as_float = PyNumber_Float(failures);
+        if (as_float == NULL) {
+            PyErr_Clear();   /* no float value: Python's ** decides */
+            return 0;
+        }
+        value = PyFloat_AS_DOUBLE(as_float);
+        Py_DECREF(as_float);
+    }
+    if (!isfinite(value)) {
+        return 0;   /* 2**inf and 2**nan are values Python computes */
+    }
+    return value >= 1024.0 ? 1 : value < -1100.0 ? -1 : 0;
+}
+
+/* x * 2**failures with Python objects: redis-py's expression, except that
+ * a failure count out of the float range gives the formula's value. */
 static PyObject *
 generic_scaled(rbc_state *st, PyObject *x, PyObject *failures)
 {
     if (check_failures(failures) < 0) {
         return NULL;
     }
-    PyObject *product = NULL;
-    PyObject *power = PyNumber_Power(st->strategies.int_two, failures, Py_None);
-    if (power != NULL) {
-        product = PyNumber_Multiply(x, power);
-        Py_DECREF(power);
-    }
-    if (product != NULL || !PyErr_ExceptionMatches(PyExc_OverflowError)) {
-        return product;
-    }
-    /* 2**failures or the product does not fit a float. */
-    PyErr_Clear();
-    int positive = PyObject_RichCompareBool(failures, st->strategies.int_zero, Py_GT);
-    double x_value = positive < 0 ? -1.0 : PyFloat_AsDouble(x);
-    if (positive < 0 || (x_value == -1.0 && PyErr_Occurred())) {
+    int range = failures_out_of_range(failures);
+    if (range == -2) {
         return NULL;
     }
-    return PyFloat_FromDouble(positive ? times_huge_power(x_value) : x_value * 0.0);
+    if (range != 0) {
+        double x_value = PyFloat_AsDouble(x);
+        if (x_value == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
+        return PyFloat_FromDouble(range > 0 ? times_huge_power(x_value) : x_value * 0.0);
+    }
+    PyObject *power = PyNumber_Power(st->strategies.int_two, failures, Py_None);
+    if (power == NULL) {
+        return NULL;
+    }
+    PyObject *product = PyNumber_Multiply(x, power);
+    Py_DECREF(power);
+    return product;
 }
 
 /* min(a, b) and max(a, b) as the builtins choose: the first argument

@@ -1,0 +1,172 @@
+"""The C strategies' deliberate improvements over redis-py (C side only).
+
+- failure counts past 1023, of any size, give the formula's value instead
+  of OverflowError, without computing a huge power;
+- parameters and failure counts of the wrong type raise TypeError naming
+  them, at construction for parameters;
+- a readable repr().
+"""
+import math
+import random
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+import redis.backoff
+
+import redis_backoff_c.backoff as backoff
+
+JITTERED_WITH_COUNT = ["FullJitterBackoff", "EqualJitterBackoff", "ExponentialWithJitterBackoff"]
+USES_FAILURES = ["ExponentialBackoff"] + JITTERED_WITH_COUNT
+HUGE = [1024, 1025, 5000, 2**63, 10**30, 10**400, 1024.0, 1e300]
+
+
+def test_redis_py_still_overflows():
+    # The premise: if redis-py ever stops raising here, revisit this module.
+    with pytest.raises(OverflowError):
+        redis.backoff.ExponentialBackoff().compute(1024)
+
+
+@pytest.mark.parametrize("failures", HUGE)
+def test_exponential_returns_the_cap(failures):
+    cap = 0.512
+    assert backoff.ExponentialBackoff(cap=cap).compute(failures) is cap
+
+
+@pytest.mark.parametrize("failures", HUGE)
+def test_full_jitter_draws_up_to_the_cap(failures):
+    random.seed(7)
+    delay = backoff.FullJitterBackoff(cap=2.0).compute(failures)
+    random.seed(7)
+    assert delay == random.uniform(0, 2.0)
+
+
+@pytest.mark.parametrize("failures", HUGE)
+def test_equal_jitter_draws_from_half_the_cap(failures):
+    random.seed(7)
+    delay = backoff.EqualJitterBackoff(cap=2.0).compute(failures)
+    random.seed(7)
+    assert delay == 1.0 + random.uniform(0, 1.0)
+
+
+@pytest.mark.parametrize("failures", HUGE)
+def test_exponential_with_jitter_is_capped(failures):
+    random.seed(7)
+    assert backoff.ExponentialWithJitterBackoff(cap=2.0).compute(failures) == 2.0
+
+
+@pytest.mark.parametrize("name", USES_FAILURES)
+@pytest.mark.parametrize("base", [2, Fraction(1, 100), True])
+def test_huge_counts_with_non_float_bases_give_the_cap(name, base):
+    # Without the guard an int base would make Python build 2**(10**30).
+    strategy = getattr(backoff, name)(cap=4, base=base)
+    for failures in (10**30, 10**6, 2000):
+        delay = strategy.compute(failures)
+        assert 0 <= delay <= 4
+
+
+def test_zero_base_stays_zero_for_huge_counts():
+    assert backoff.ExponentialBackoff(base=0.0).compute(10**30) == 0.0
+    assert backoff.FullJitterBackoff(base=0.0).compute(10**30) == 0.0
+
+
+def test_very_negative_counts_give_zero():
+    for failures in (-(10**400), -(10**30), -5000, -1e300):
+        assert backoff.ExponentialBackoff().compute(failures) == 0.0
+
+
+def test_retrying_forever_keeps_producing_delays():
+    # A Retry with retries=-1 calls compute with ever larger counts.
+    strategies = [getattr(backoff, name)() for name in USES_FAILURES]
+    for failures in range(1000, 1200):
+        for strategy in strategies:
+            assert 0 <= strategy.compute(failures) <= 0.512
+
+
+# ---- types ----
+
+
+@pytest.mark.parametrize("name", USES_FAILURES + ["DecorrelatedJitterBackoff"])
+@pytest.mark.parametrize("parameter", ["cap", "base"])
+@pytest.mark.parametrize("value", ["1", None, b"1", [1], 1j, object()])
+def test_wrong_parameter_type_names_it(name, parameter, value):
+    with pytest.raises(TypeError, match=f"'{parameter}'"):
+        getattr(backoff, name)(**{parameter: value})
+
+
+def test_constant_checks_its_delay():
+    with pytest.raises(TypeError, match="'backoff'"):
+        backoff.ConstantBackoff("0.1")
+
+
+@pytest.mark.parametrize("name", USES_FAILURES)
+@pytest.mark.parametrize("value", [None, "3", [3], 3j, object()])
+def test_wrong_failure_count_type_names_it(name, value):
+    with pytest.raises(TypeError, match="'failures'"):
+        getattr(backoff, name)().compute(value)
+
+
+@pytest.mark.parametrize("attribute", ["_cap", "_base"])
+def test_setting_a_wrong_type_names_the_attribute(attribute):
+    strategy = backoff.ExponentialBackoff()
+    with pytest.raises(TypeError, match=attribute):
+        setattr(strategy, attribute, "1")
+    assert getattr(strategy, attribute) in (0.512, 0.008)
+    with pytest.raises(TypeError, match="_previous_backoff"):
+        backoff.DecorrelatedJitterBackoff()._previous_backoff = None
+    with pytest.raises(TypeError, match="_backoff"):
+        backoff.ConstantBackoff(1)._backoff = None
+
+
+def test_attributes_cannot_be_deleted():
+    with pytest.raises(AttributeError):
+        del backoff.ExponentialBackoff()._cap
+
+
+class Seconds:
+    """A user type with __float__ only."""
+
+    def __float__(self):
+        return 0.25
+
+
+@pytest.mark.parametrize("value", [1, 0.5, True, Fraction(1, 4), Decimal("0.25"), Seconds()])
+def test_any_real_number_is_accepted_and_kept(value):
+    strategy = backoff.ExponentialBackoff(cap=value, base=value)
+    assert strategy._cap is value and strategy._base is value
+    assert backoff.ConstantBackoff(value).compute(1) is value
+
+
+def test_wrong_argument_count_is_a_type_error():
+    with pytest.raises(TypeError):
+        backoff.ExponentialBackoff().compute()
+    with pytest.raises(TypeError):
+        backoff.ExponentialBackoff().compute(1, 2)
+    with pytest.raises(TypeError):
+        backoff.ExponentialBackoff().compute(fails=1)
+
+
+# ---- repr ----
+
+
+def test_repr():
+    assert repr(backoff.ExponentialBackoff()) == "ExponentialBackoff(cap=0.512, base=0.008)"
+    assert repr(backoff.FullJitterBackoff(1, 0.5)) == "FullJitterBackoff(cap=1, base=0.5)"
+    assert repr(backoff.DecorrelatedJitterBackoff()) == (
+        "DecorrelatedJitterBackoff(cap=0.512, base=0.008)"
+    )
+    assert repr(backoff.ConstantBackoff(0.1)) == "ConstantBackoff(backoff=0.1)"
+    assert repr(backoff.NoBackoff()) == "NoBackoff()"
+
+    class Mine(backoff.EqualJitterBackoff):
+        pass
+
+    assert repr(Mine(cap=2.0)) == "Mine(cap=2.0, base=0.008)"
+
+
+def test_objects_made_by_new_alone_are_usable():
+    for cls in (backoff.ExponentialBackoff, backoff.DecorrelatedJitterBackoff):
+        strategy = cls.__new__(cls)
+        assert strategy == cls()
+        assert math.isfinite(strategy.compute(1))
+    assert backoff.ConstantBackoff.__new__(backoff.ConstantBackoff).compute(1) == 0
