@@ -15,13 +15,13 @@ import time
 
 import redis_backoff_c
 
-from . import _cases, _report
+from . import _cases, _report, _timing
 from ._timing import Clock, Unavailable, measure_memory, time_interleaved
 
 # repeats, seconds per timing, objects per memory measurement, memory repeats
 PROFILES = {
-    "full": dict(repeats=15, min_time=0.05, mem_objects=5000, mem_repeats=3),
-    "quick": dict(repeats=9, min_time=0.012, mem_objects=1000, mem_repeats=2),
+    "full": dict(repeats=15, min_time=0.05, mem_objects=5000, mem_repeats=2),
+    "quick": dict(repeats=7, min_time=0.008, mem_objects=500, mem_repeats=1),
     # for tests/test_bench.py: every case, tiny numbers, no meaningful figure
     "tiny": dict(repeats=2, min_time=0.0002, mem_objects=50, mem_repeats=1),
 }
@@ -52,6 +52,11 @@ def parse_args(argv):
                    help="target duration of one timing")
     p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
                    help="event loop for the asyncio rows (default: asyncio)")
+    p.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                   help="clock of the in-process rows: CPU time of this "
+                        "process (default; robust when other processes "
+                        "compete for the CPU) or wall clock; end-to-end rows "
+                        "always use the wall clock")
     p.add_argument("--list", action="store_true", help="list case names and exit")
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -264,7 +269,8 @@ def main(argv=None):
                   "pip install 'redis-backoff-c[bench]'", file=sys.stderr)
             return 2
     profile = "tiny" if args.tiny else "quick" if args.quick else "full"
-    settings = dict(PROFILES[profile], profile=profile)
+    settings = dict(PROFILES[profile], profile=profile, clock=args.clock)
+    _timing.set_clock(args.clock)
     if args.repeats:
         settings["repeats"] = args.repeats
     if args.min_time:
@@ -298,9 +304,11 @@ def main(argv=None):
           f"{meta['packages']['redis']}; {meta['implementation']} "
           f"{meta['python']} on {meta['cpu']} ({meta['cpu_count']} CPUs), "
           f"{meta['platform']}")
+    clock = {"cpu": "CPU time of this process (time.process_time)",
+             "wall": "wall clock (time.perf_counter)"}[args.clock]
     print(f"profile {profile}: {settings['repeats']} interleaved repeats of "
-          f"~{settings['min_time'] * 1e3:g} ms per side; random seed "
-          f"{_cases.SEED}; took {meta['duration_seconds']:.1f} s")
+          f"~{settings['min_time'] * 1e3:g} ms per side, clock: {clock}; "
+          f"random seed {_cases.SEED}; took {meta['duration_seconds']:.1f} s")
     print(_report.render_table(rows, cases))
     print()
     print(_report.summary(rows))

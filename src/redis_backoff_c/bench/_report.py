@@ -85,7 +85,8 @@ def evaluate(row, case, stats, reasons):
         ok = (out["value"] >= row.target if out["target_op"] == ">="
               else out["value"] <= row.target)
         verdict = "PASS" if ok else "MISS"
-        if values and out["value_q1"] <= row.target <= out["value_q3"]:
+        q1, q3 = out["value_q1"], out["value_q3"]
+        if values and q1 < q3 and q1 <= row.target <= q3:
             verdict += "~"
         out["verdict"] = verdict
     return out
@@ -210,7 +211,8 @@ def summary(rows):
 
 
 LEGEND = """\
-Times are per operation, median over interleaved repeats, ±half the
+Times are per operation (clock as stated above; end-to-end rows: wall
+clock), median over interleaved repeats, ±half the
 interquartile range relative to the median.  ratio = redis-py / C (higher:
 C faster or smaller), the median over repeats of the ratio of the two sides
 timed back to back in one repeat; [..] = interquartile range of those.

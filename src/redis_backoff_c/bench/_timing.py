@@ -4,7 +4,8 @@ A *side* is one implementation of one operation (redis-py's, ours, a peer's,
 or a reference such as calling ``do()`` directly).  ``Side.run(number)``
 performs the operation ``number`` times and returns the seconds it took;
 statement sides use :class:`timeit.Timer`, so the timed loop is timeit's own
-(garbage collector off while timing, as timeit does).
+(garbage collector off while timing, as timeit does).  In-process sides are
+timed with the process's CPU time by default (see CLOCKS).
 
 All sides of one case are timed *interleaved*: every repeat times each side
 once, and the order of the sides alternates from one repeat to the next, so a
@@ -17,6 +18,23 @@ import time
 import timeit
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
+
+
+CLOCKS = {
+    # CPU time of this process: on a shared machine, time during which other
+    # processes hold the CPU is not counted, only what the operation costs.
+    "cpu": time.process_time,
+    # Wall clock, as timeit's default.
+    "wall": time.perf_counter,
+}
+#: The clock of the in-process sides; set_clock() changes it.  End-to-end
+#: sides wait on a server, and always use the wall clock.
+clock = CLOCKS["cpu"]
+
+
+def set_clock(name):
+    global clock
+    clock = CLOCKS[name]
 
 
 class Unavailable(Exception):
@@ -39,7 +57,7 @@ def stmt_side(label, stmt, ns, before=None):
     looking them up costs the same on every side.
     """
     setup = "\n".join(f"{name} = _ns[{name!r}]" for name in ns)
-    timer = timeit.Timer(stmt, setup, globals={"_ns": ns})
+    timer = timeit.Timer(stmt, setup, timer=clock, globals={"_ns": ns})
     return Side(label, timer.timeit, before)
 
 
@@ -124,8 +142,10 @@ def measure_memory(make, n, repeats):
     over `n` objects kept alive together; `repeats` measurements, as Stats.
 
     The list holding the objects is allocated before the measurement starts,
-    and garbage is collected before it ends, so only the objects (and
-    whatever they own) are counted: the figures come out exact.
+    garbage is collected before it ends, and the same loop run with a maker
+    that allocates nothing is subtracted (the loop's own leftovers, such as
+    its counter), after a warm-up, so only the objects and whatever they own
+    are counted: the figures come out exact.
     """
     import tracemalloc
 
@@ -134,22 +154,37 @@ def measure_memory(make, n, repeats):
     if started:
         tracemalloc.start()
     try:
+        # Warm-up, discarded: the first run also pays one-time costs.
+        _allocated(make, n, tracemalloc)
+        if n not in _baselines:
+            _allocated(_nothing, n, tracemalloc)
+            _baselines[n] = _allocated(_nothing, n, tracemalloc)
+        baseline = _baselines[n]
         for _ in range(repeats):
-            keep = [None] * n
-            gc.collect()
-            before = tracemalloc.get_traced_memory()[0]
-            for i in range(n):
-                keep[i] = make()
-            # Garbage made on the way (copy.deepcopy leaves some for the
-            # cycle collector) is not part of the objects.
-            gc.collect()
-            after = tracemalloc.get_traced_memory()[0]
-            samples.append((after - before) / n)
-            del keep
+            samples.append((_allocated(make, n, tracemalloc) - baseline) / n)
     finally:
         if started:
             tracemalloc.stop()
     return Stats(n, samples)
+
+
+_baselines = {}  # n -> bytes the measuring loop itself leaves
+
+
+def _nothing():
+    return None
+
+
+def _allocated(make, n, tracemalloc):
+    keep = [None] * n
+    gc.collect()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(n):
+        keep[i] = make()
+    # Garbage made on the way (copy.deepcopy leaves some for the cycle
+    # collector) is not part of the objects.
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0] - before
 
 
 @dataclass
