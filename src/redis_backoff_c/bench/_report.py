@@ -306,7 +306,8 @@ def write_plot(path, rows, meta):
     fig.suptitle(
         f"redis_backoff_c {meta['packages'].get('redis_backoff_c')} vs redis "
         f"{meta['packages'].get('redis')}; Python {meta['python']} "
-        f"on {meta['cpu']}", fontsize=9)
+        f"on {meta['cpu']}; {meta['settings']['profile']} run, "
+        f"{meta['settings']['clock']} clock", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(path, dpi=110)
     plt.close(fig)
