@@ -1,0 +1,5 @@
+import sys
+
+from redis_backoff_c.bench import main
+
+sys.exit(main())

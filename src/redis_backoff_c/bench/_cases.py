@@ -1,0 +1,647 @@
+"""The declarative list of benchmark cases.
+
+A case names the sides it times (each built lazily by a factory that may
+raise :class:`Unavailable`) and the rows it reports.  A row compares two
+sides (or three, for an overhead above a reference); its target comes from
+the performance table of DESIGN.md.
+"""
+import asyncio
+import copy
+import gc
+import importlib
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional
+
+import redis.asyncio.retry
+import redis.backoff
+import redis.exceptions
+import redis.retry
+
+import redis_backoff_c
+import redis_backoff_c.backoff
+
+from . import _timing
+from ._timing import Side, Unavailable, stmt_side
+
+SEED = 20250101  # random.seed and the fast source, before every timing
+FAILURES = 3  # the argument of every timed compute()
+
+STRATEGIES = (
+    "ConstantBackoff",
+    "NoBackoff",
+    "ExponentialBackoff",
+    "FullJitterBackoff",
+    "EqualJitterBackoff",
+    "DecorrelatedJitterBackoff",
+    "ExponentialWithJitterBackoff",
+)
+JITTERED = (
+    "FullJitterBackoff",
+    "EqualJitterBackoff",
+    "DecorrelatedJitterBackoff",
+    "ExponentialWithJitterBackoff",
+)
+ARGS = {"ConstantBackoff": (0.5,)}  # the others are built with their defaults
+
+# Targets of DESIGN.md, "Performance targets".
+COMPUTE_TARGET = {
+    "ExponentialBackoff": 6.0,
+    "FullJitterBackoff": 3.5,
+    "EqualJitterBackoff": 3.5,
+    "DecorrelatedJitterBackoff": 6.0,
+    "ExponentialWithJitterBackoff": 3.5,
+}
+COMPUTE_FAST_TARGET = {"ExponentialBackoff": 6.0, **{s: 8.0 for s in JITTERED}}
+FLOOR_TARGET = 2.0  # fast jittered compute within 2x of the floor
+SYNC_SUCCESS_TARGET = 1.8
+SYNC_OVERHEAD_TARGET = 3.0  # our overhead at most a third of redis-py's
+ASYNC_SUCCESS_TARGET = 1.6
+RETRY_OPS_TARGET = 3.0  # Retry(ExponentialBackoff(), 3) construction, ==, hash
+MEMORY_TARGET = 2.0  # at most half of redis-py's bytes
+FAILURE_TARGET = 1.0  # not slower
+
+
+@dataclass
+class Row:
+    """One line of the table.
+
+    kind: "ratio"    num / den, higher is better (redis-py time / C time)
+          "overhead" (num - base) / (den - base): the cost above `base`
+          "floor"    num / den, lower is better (C fast compute / floor)
+          "memory"   num / den in bytes per object, higher is better
+          "peer"     (num - base) / (den - base), a peer library's overhead
+                     against ours, no target
+          "single"   one side alone (a reference figure)
+    """
+
+    name: str
+    kind: str = "ratio"
+    num: str = "redis-py"
+    den: str = "c"
+    base: Optional[str] = None
+    target: Optional[float] = None
+
+
+@dataclass
+class MemSide:
+    label: str
+    make: Callable[[], object]
+
+
+@dataclass
+class Case:
+    name: str
+    section: str
+    sides: Dict[str, Callable]  # label -> factory(stack) -> Side | MemSide
+    rows: List[Row]
+    note: str = ""
+    kind: str = "time"  # or "memory"
+    min_time_scale: float = 1.0
+    repeats_scale: float = 1.0
+    context: Optional[Callable] = None  # factory(stack): entered around the case
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def c_retry_module():
+    return _optional_module("redis_backoff_c.retry")
+
+
+def c_async_retry_module():
+    return _optional_module("redis_backoff_c.asyncio.retry")
+
+
+def _optional_module(name):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name in (name, name.rpartition(".")[0]):
+            raise Unavailable(f"{name} not built") from None
+        raise Unavailable(f"{name} failed to import: {error}") from None
+    except ImportError as error:
+        raise Unavailable(f"{name} failed to import: {error}") from None
+
+
+def _python_source():
+    redis_backoff_c.set_random_source("python")
+    random.seed(SEED)
+
+
+def _fast_source():
+    redis_backoff_c.set_random_source("fast", seed=SEED)
+
+
+def _do():
+    return 1
+
+
+def _fail(error):
+    return None
+
+
+def _do_raise():
+    raise redis.exceptions.ConnectionError("bench")
+
+
+async def _ado():
+    return 1
+
+
+async def _afail(error):
+    return None
+
+
+async def _ado_raise():
+    raise redis.exceptions.ConnectionError("bench")
+
+
+def _no_sleep(*args):
+    return None
+
+
+def patch_sleeps(stack):
+    """Make every Retry's sleep a no-op while the case runs."""
+    modules = [redis.retry, redis.asyncio.retry]
+    for name in ("redis_backoff_c.retry", "redis_backoff_c.asyncio.retry"):
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            pass
+    for module in modules:
+        old = module.__dict__.get("sleep")
+        module.sleep = _no_sleep
+        if old is None:
+            stack.callback(delattr, module, "sleep")
+        else:
+            stack.callback(setattr, module, "sleep", old)
+
+
+def async_side(label, loop, body, clock=None):
+    """A side that times `number` awaits inside one coroutine, run once on
+    `loop` per timing, so entering the loop is amortised over `number`."""
+    clock = clock or _timing.clock
+
+    def run(number):
+        coro = body(number)
+        enabled = gc.isenabled()
+        gc.disable()  # as timeit does for the synchronous sides
+        try:
+            start = clock()
+            loop.run_until_complete(coro)
+            return clock() - start
+        finally:
+            if enabled:
+                gc.enable()
+
+    return Side(label, run)
+
+
+def _strategy(module, name):
+    return getattr(module, name)(*ARGS.get(name, ()))
+
+
+PY = redis.backoff
+C = redis_backoff_c.backoff
+
+
+# ------------------------------------------------------------------ cases
+
+
+def compute_cases():
+    cases = []
+    for name in STRATEGIES:
+        sides = {
+            "redis-py": lambda st, n=name: stmt_side(
+                "redis-py", f"f({FAILURES})", {"f": _strategy(PY, n).compute},
+                before=_python_source),
+            "c": lambda st, n=name: stmt_side(
+                "c", f"f({FAILURES})", {"f": _strategy(C, n).compute},
+                before=_python_source),
+            "c-fast": lambda st, n=name: stmt_side(
+                "c-fast", f"f({FAILURES})", {"f": _strategy(C, n).compute},
+                before=_fast_source),
+        }
+        rows = [
+            Row(f"{name}.compute({FAILURES})", target=COMPUTE_TARGET.get(name)),
+            Row(f"{name}.compute({FAILURES}) [fast source]", den="c-fast",
+                target=COMPUTE_FAST_TARGET.get(name)),
+        ]
+        if name in JITTERED:
+            sides["floor"] = lambda st: _floor_side()
+            rows.append(Row(f"{name}.compute({FAILURES}) [fast] vs floor",
+                            kind="floor", num="c-fast", den="floor",
+                            target=FLOOR_TARGET))
+        cases.append(Case(f"compute/{name}", "compute", sides, rows))
+    cases[0].note = (
+        f"compute({FAILURES}) called through a bound method, as the floor is; "
+        "C rows use the default source (the random module, seeded) and the "
+        "fast C source (seeded); the floor is timed interleaved in each case")
+    return cases
+
+
+def _floor_side():
+    return stmt_side("floor", "f()", {"f": (3).bit_length})
+
+
+def floor_case():
+    return Case(
+        "floor", "floor",
+        {
+            "floor": lambda st: _floor_side(),
+            "floor-attr": lambda st: stmt_side("floor-attr", "x.bit_length()",
+                                               {"x": 3}),
+        },
+        [
+            Row("floor: f() with f = (3).bit_length", kind="single", num="floor"),
+            Row("floor, attribute form: x.bit_length()", kind="single",
+                num="floor-attr"),
+        ],
+        note="a no-argument builtin method call; the first form is the one "
+             "the [fast] vs floor rows use")
+
+
+def construction_cases():
+    cases = []
+    for name in STRATEGIES:
+        args = ", ".join(map(repr, ARGS.get(name, ())))
+        sides = {
+            side: lambda st, m=module, n=name, side=side, a=args: stmt_side(
+                side, f"cls({a})", {"cls": getattr(m, n)})
+            for side, module in (("redis-py", PY), ("c", C))
+        }
+        cases.append(Case(f"construct/{name}", "construction", sides,
+                          [Row(f"{name}({args})")]))
+
+    def retry_side(side, st):
+        if side == "redis-py":
+            R, B = redis.retry.Retry, PY.ExponentialBackoff
+        else:
+            R, B = c_retry_module().Retry, C.ExponentialBackoff
+        return stmt_side(side, "R(B(), 3)", {"R": R, "B": B})
+
+    cases.append(Case(
+        "construct/Retry", "construction",
+        {s: lambda st, s=s: retry_side(s, st) for s in ("redis-py", "c")},
+        [Row("Retry(ExponentialBackoff(), 3)", target=RETRY_OPS_TARGET)],
+        note="Retry construction includes building its ExponentialBackoff"))
+    return cases
+
+
+def _retry(side, backoff="ExponentialBackoff", retries=3):
+    if side == "redis-py":
+        return redis.retry.Retry(getattr(PY, backoff)(), retries)
+    return c_retry_module().Retry(getattr(C, backoff)(), retries)
+
+
+def _async_retry(side, backoff="ExponentialBackoff", retries=3):
+    if side == "redis-py":
+        return redis.asyncio.retry.Retry(getattr(PY, backoff)(), retries)
+    return c_async_retry_module().Retry(getattr(C, backoff)(), retries)
+
+
+def eq_hash_cases():
+    cases = []
+    for op, stmt in (("eq", "a == b"), ("hash", "h(a)")):
+        for name in STRATEGIES:
+            sides = {
+                side: lambda st, m=module, n=name, side=side, s=stmt: stmt_side(
+                    side, s,
+                    {"a": _strategy(m, n), "b": _strategy(m, n), "h": hash})
+                for side, module in (("redis-py", PY), ("c", C))
+            }
+            label = f"{name} == {name}" if op == "eq" else f"hash({name})"
+            cases.append(Case(f"{op}/{name}", op, sides, [Row(label)]))
+        sides = {
+            side: lambda st, side=side, s=stmt: stmt_side(
+                side, s, {"a": _retry(side), "b": _retry(side), "h": hash})
+            for side in ("redis-py", "c")
+        }
+        label = "Retry == Retry" if op == "eq" else "hash(Retry)"
+        cases.append(Case(f"{op}/Retry", op, sides,
+                          [Row(label, target=RETRY_OPS_TARGET)]))
+    cases[0].note = "two distinct, equal objects of the same implementation"
+    return cases
+
+
+def deepcopy_case():
+    return Case(
+        "deepcopy/Retry", "copy",
+        {side: lambda st, side=side: stmt_side(
+            side, "dc(r)", {"dc": copy.deepcopy, "r": _retry(side)})
+         for side in ("redis-py", "c")},
+        [Row("copy.deepcopy(Retry(ExponentialBackoff(), 3))")],
+        note="redis-py deep-copies the Retry of every connection")
+
+
+def sync_retry_cases():
+    def side(label, st):
+        if label == "do":
+            return stmt_side("do", "do()", {"do": _do})
+        return stmt_side(label, "r.call_with_retry(do, fail)",
+                         {"r": _retry(label), "do": _do, "fail": _fail})
+
+    def fail_side(label, st):
+        stmt = "try:\n    r.call_with_retry(do, fail)\nexcept E:\n    pass"
+        return stmt_side(label, stmt, {
+            "r": _retry(label, "NoBackoff", 3), "do": _do_raise,
+            "fail": _fail, "E": redis.exceptions.ConnectionError})
+
+    return [
+        Case(
+            "call_with_retry/success", "sync Retry",
+            {s: lambda st, s=s: side(s, st) for s in ("do", "redis-py", "c")},
+            [Row("call_with_retry success (Retry(ExponentialBackoff(), 3))",
+                 target=SYNC_SUCCESS_TARGET),
+             Row("  overhead above calling do() directly", kind="overhead",
+                 base="do", target=SYNC_OVERHEAD_TARGET),
+             Row("  do() alone: a Python function returning 1",
+                 kind="single", num="do")],
+            note="r.call_with_retry(do, fail), do a Python function that "
+                 "returns at once; overhead = t(call_with_retry) - t(do())"),
+        Case(
+            "call_with_retry/failure", "sync Retry",
+            {s: lambda st, s=s: fail_side(s, st) for s in ("redis-py", "c")},
+            [Row("call_with_retry failure (NoBackoff, 3 retries)",
+                 target=FAILURE_TARGET)],
+            note="do raises ConnectionError on all 4 attempts, the last one "
+                 "is caught by the timed statement; sleep patched to a no-op "
+                 "on both sides (NoBackoff never sleeps anyway)",
+            context=patch_sleeps),
+    ]
+
+
+def async_retry_cases(session):
+    def success(label, st):
+        loop = session.loop()
+        if label == "do":
+            async def body(n):
+                for _ in range(n):
+                    await _ado()
+        else:
+            r = _async_retry(label)
+
+            async def body(n):
+                for _ in range(n):
+                    await r.call_with_retry(_ado, _afail)
+        return async_side(label, loop, body)
+
+    def failure(label, st):
+        loop = session.loop()
+        r = _async_retry(label, "NoBackoff", 3)
+        E = redis.exceptions.ConnectionError
+
+        async def body(n):
+            for _ in range(n):
+                try:
+                    await r.call_with_retry(_ado_raise, _afail)
+                except E:
+                    pass
+        return async_side(label, loop, body)
+
+    included = (
+        "one op = one `await r.call_with_retry(do, fail)` in a for loop of "
+        "a coroutine (creating and awaiting do()'s coroutine included); the "
+        "loop is entered once per timing of N ops, so its cost is amortised")
+    return [
+        Case(
+            "async call_with_retry/success", "asyncio Retry",
+            {s: lambda st, s=s: success(s, st) for s in ("do", "redis-py", "c")},
+            [Row("async call_with_retry success", target=ASYNC_SUCCESS_TARGET),
+             Row("  overhead above awaiting do() directly", kind="overhead",
+                 base="do"),
+             Row("  await do() alone: an async def returning 1",
+                 kind="single", num="do")],
+            note=included + f" ({session.loop_name} event loop)"),
+        Case(
+            "async call_with_retry/failure", "asyncio Retry",
+            {s: lambda st, s=s: failure(s, st) for s in ("redis-py", "c")},
+            [Row("async call_with_retry failure (NoBackoff, 3 retries)",
+                 target=FAILURE_TARGET)],
+            note="do raises ConnectionError on all 4 attempts; asyncio.sleep "
+                 "patched to a no-op on both sides (never reached)",
+            context=patch_sleeps),
+    ]
+
+
+def memory_cases():
+    def fresh(module, name):
+        return lambda st: MemSide("fresh", lambda: _strategy(module, name))
+
+    def copied(module, name):
+        def factory(st):
+            original = _strategy(module, name)
+            # A deepcopy materialises the original's __dict__ on CPython 3.11;
+            # do that first so only the copies are counted.
+            copy.deepcopy(original)
+            return MemSide("copy", lambda: copy.deepcopy(original))
+        return factory
+
+    cases = []
+    for name in STRATEGIES:
+        cases.append(Case(
+            f"memory/{name}", "memory",
+            {"redis-py": fresh(PY, name), "c": fresh(C, name),
+             "redis-py copy": copied(PY, name), "c copy": copied(C, name)},
+            [Row(f"{name}: bytes per object, fresh", kind="memory",
+                 target=MEMORY_TARGET),
+             Row(f"{name}: bytes per object, deep-copied", kind="memory",
+                 num="redis-py copy", den="c copy", target=MEMORY_TARGET)],
+            kind="memory"))
+    cases[0].note = (
+        "tracemalloc, bytes retained per object over N objects kept alive "
+        "(attribute storage included; attribute values are shared floats); "
+        "deep-copied = copy.deepcopy of one object, as redis-py does for each "
+        "connection (on CPython 3.11 the redis-py copy carries a __dict__)")
+
+    def retry_fresh(side):
+        def factory(st):
+            _retry(side)  # Unavailable here, not inside the measurement
+            return MemSide("fresh", lambda: _retry(side))
+        return factory
+
+    def retry_copied(side):
+        def factory(st):
+            original = _retry(side)
+            copy.deepcopy(original)
+            return MemSide("copy", lambda: copy.deepcopy(original))
+        return factory
+
+    cases.append(Case(
+        "memory/Retry", "memory",
+        {"redis-py": retry_fresh("redis-py"), "c": retry_fresh("c"),
+         "redis-py copy": retry_copied("redis-py"), "c copy": retry_copied("c")},
+        [Row("Retry(ExponentialBackoff(), 3): bytes, fresh", kind="memory"),
+         Row("Retry(ExponentialBackoff(), 3): bytes, deep-copied", kind="memory",
+             num="redis-py copy", den="c copy")],
+        kind="memory", note="a Retry with its backoff; no target in DESIGN.md"))
+    return cases
+
+
+def peer_case():
+    """A successful call wrapped by each retry library, beside do() alone."""
+    E = redis.exceptions.ConnectionError
+
+    def ours(label, st):
+        return stmt_side(label, "r.call_with_retry(do, fail)",
+                         {"r": _retry(label), "do": _do, "fail": _fail})
+
+    def tenacity_decorator(st):
+        tenacity = _peer("tenacity")
+        wrapped = tenacity.retry(
+            stop=tenacity.stop_after_attempt(4),
+            wait=tenacity.wait_exponential(multiplier=0.008, max=0.512),
+            retry=tenacity.retry_if_exception_type(E), reraise=True)(_do)
+        return stmt_side("tenacity @retry", "w()", {"w": wrapped})
+
+    def tenacity_retrying(st):
+        tenacity = _peer("tenacity")
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(4),
+            wait=tenacity.wait_exponential(multiplier=0.008, max=0.512),
+            retry=tenacity.retry_if_exception_type(E), reraise=True)
+        return stmt_side("tenacity Retrying", "retrying(do)",
+                         {"retrying": retrying, "do": _do})
+
+    def _stamina(st):
+        stamina = _peer("stamina")
+        stamina.instrumentation.set_on_retry_hooks([])  # no logging/metrics
+        st.callback(stamina.instrumentation.set_on_retry_hooks, None)
+        return stamina, dict(on=E, attempts=4, timeout=None,
+                             wait_initial=0.008, wait_max=0.512)
+
+    def stamina_decorator(st):
+        stamina, params = _stamina(st)
+        return stmt_side("stamina @retry", "w()",
+                         {"w": stamina.retry(**params)(_do)})
+
+    def stamina_context(st):
+        stamina, params = _stamina(st)
+        stmt = ("for attempt in ctx(**params):\n"
+                "    with attempt:\n"
+                "        do()")
+        return stmt_side("stamina retry_context", stmt,
+                         {"ctx": stamina.retry_context, "params": params,
+                          "do": _do})
+
+    def backoff_decorator(st):
+        backoff = _peer("backoff")
+        wrapped = backoff.on_exception(
+            backoff.expo, E, max_tries=4, factor=0.008, max_value=0.512,
+            logger=None)(_do)
+        return stmt_side("backoff @on_exception", "w()", {"w": wrapped})
+
+    sides = {
+        "do": lambda st: stmt_side("do", "do()", {"do": _do}),
+        "redis-py": lambda st: ours("redis-py", st),
+        "c": lambda st: ours("c", st),
+        "tenacity @retry": tenacity_decorator,
+        "tenacity Retrying": tenacity_retrying,
+        "stamina @retry": stamina_decorator,
+        "stamina retry_context": stamina_context,
+        "backoff @on_exception": backoff_decorator,
+    }
+    names = {"redis-py": "redis-py Retry", "c": "redis_backoff_c Retry (ours)"}
+    rows = [Row(names.get(label, label), kind="peer", num=label, base="do")
+            for label in sides if label != "do"]
+    rows.append(Row("do() alone (not an overhead: its whole time)",
+                    kind="single", num="do"))
+    return Case(
+        "peers/success", "peers", sides, rows,
+        note="per-call overhead above do() of a successful call; 4 attempts "
+             "at most, exponential waits 8 ms..512 ms (never reached); "
+             "stamina's retry hooks switched off, backoff's logger off")
+
+
+def _peer(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise Unavailable(f"{name} not installed "
+                          "(pip install 'redis-backoff-c[bench]')") from None
+
+
+def e2e_cases(session):
+    def sync_side(label, st):
+        c_retry_module()  # before starting a server for nothing
+        url = session.redis_url()
+        if label == "redis-py":
+            retry = redis.retry.Retry(PY.ExponentialBackoff(), 3)
+        else:
+            retry = c_retry_module().Retry(C.ExponentialBackoff(), 3)
+        client = redis.Redis.from_url(url, retry=retry)
+        st.callback(client.close)
+        key = f"redis_backoff_c:bench:{label}"
+        client.set(key, b"x" * 16)
+
+        def run(number):
+            set_, get = client.set, client.get
+            start = time.perf_counter()
+            for _ in range(number):
+                set_(key, b"x" * 16)
+                get(key)
+            return time.perf_counter() - start
+        return Side(label, run)
+
+    def async_client_side(label, st):
+        c_async_retry_module()
+        url = session.redis_url()
+        loop = session.loop()
+        if label == "redis-py":
+            retry = redis.asyncio.retry.Retry(PY.ExponentialBackoff(), 3)
+        else:
+            retry = c_async_retry_module().Retry(C.ExponentialBackoff(), 3)
+        client = redis.asyncio.Redis.from_url(url, retry=retry)
+        st.callback(lambda: loop.run_until_complete(client.aclose()))
+        key = f"redis_backoff_c:bench:async:{label}"
+        loop.run_until_complete(client.set(key, b"x" * 16))
+
+        async def body(n):
+            for _ in range(n):
+                await client.set(key, b"x" * 16)
+                await client.get(key)
+        return async_side(label, loop, body, clock=time.perf_counter)
+
+    note = ("one op = SET + GET on loopback (two round trips) through one "
+            "client with Retry(ExponentialBackoff(), 3), redis-py's or ours; "
+            "wall clock, whatever --clock says (the server's time counts)")
+    return [
+        Case("e2e/sync", "end-to-end",
+             {s: lambda st, s=s: sync_side(s, st) for s in ("redis-py", "c")},
+             [Row("redis.Redis SET+GET")], note=note, min_time_scale=3.0,
+             repeats_scale=2.0),
+        Case("e2e/asyncio", "end-to-end",
+             {s: lambda st, s=s: async_client_side(s, st)
+              for s in ("redis-py", "c")},
+             [Row("redis.asyncio.Redis SET+GET")],
+             note=f"as above, {session.loop_name} event loop",
+             min_time_scale=3.0, repeats_scale=2.0),
+    ]
+
+
+def all_cases(session):
+    return [
+        *compute_cases(),
+        floor_case(),
+        *construction_cases(),
+        *eq_hash_cases(),
+        deepcopy_case(),
+        *sync_retry_cases(),
+        *async_retry_cases(session),
+        *memory_cases(),
+        peer_case(),
+        *e2e_cases(session),
+    ]
+
+
+def new_event_loop(name):
+    if name == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            raise SystemExit("--loop uvloop: uvloop is not installed "
+                             "(pip install 'redis-backoff-c[bench]')")
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()

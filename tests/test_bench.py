@@ -1,0 +1,174 @@
+"""The benchmark runs and reports every case.
+
+Nothing here times anything or checks a figure: the bench runs with tiny
+numbers (--tiny) and the tests check the shape of what it reports, that a row
+it cannot run says why, and that --plot writes a PNG.
+"""
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+import redis_backoff_c
+from redis_backoff_c.bench import _cases, _cli
+
+STRATEGIES = _cases.STRATEGIES
+EXPECTED_CASES = [
+    *(f"compute/{s}" for s in STRATEGIES),
+    "floor",
+    *(f"construct/{s}" for s in STRATEGIES), "construct/Retry",
+    *(f"eq/{s}" for s in STRATEGIES), "eq/Retry",
+    *(f"hash/{s}" for s in STRATEGIES), "hash/Retry",
+    "deepcopy/Retry",
+    "call_with_retry/success", "call_with_retry/failure",
+    "async call_with_retry/success", "async call_with_retry/failure",
+    *(f"memory/{s}" for s in STRATEGIES), "memory/Retry",
+    "peers/success",
+    "e2e/sync", "e2e/asyncio",
+]
+# rows that need only the strategies, which always exist
+STRATEGY_CASES = [n for n in EXPECTED_CASES
+                  if n.split("/")[-1] in STRATEGIES or n == "floor"]
+
+
+def _has(module):
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def _run(*args, timeout=180):
+    package_root = os.path.dirname(os.path.dirname(redis_backoff_c.__file__))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return subprocess.run(
+        [sys.executable, "-m", "redis_backoff_c.bench", "--quick", "--tiny",
+         *args],
+        capture_output=True, text=True, env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    json_path = out / "bench.json"
+    args = ["--json", str(json_path)]
+    if _has("matplotlib"):
+        args += ["--plot", str(out / "bench.png")]
+    proc = _run(*args)
+    assert proc.returncode == 0, proc.stderr
+    proc.out_dir = out
+    return proc, json.loads(json_path.read_text())
+
+
+def test_every_case_is_reported(tiny_run):
+    proc, data = tiny_run
+    names = [c["name"] for c in data["cases"]]
+    assert names == EXPECTED_CASES
+    assert {r["case"] for r in data["rows"]} == set(EXPECTED_CASES)
+    assert len({r["name"] for r in data["rows"]}) == len(data["rows"])
+
+
+def test_rows_have_numbers_or_say_why(tiny_run):
+    proc, data = tiny_run
+    for row in data["rows"]:
+        if not row["available"]:
+            assert row["reason"], row
+            assert row["verdict"] == "n/a"
+            assert f"n/a: {row['reason']}" in proc.stdout
+            continue
+        assert isinstance(row["a"], float) and math.isfinite(row["a"]), row
+        if row["kind"] in ("ratio", "floor", "memory", "overhead"):
+            assert isinstance(row["b"], float), row
+            assert isinstance(row["value"], (float, str)), row
+        if row["target"] is not None:
+            assert row["verdict"].rstrip("~") in ("PASS", "MISS"), row
+
+
+def test_rows_that_can_run_here_do(tiny_run):
+    _, data = tiny_run
+    must_run = set(STRATEGY_CASES)
+    if _has("redis_backoff_c.retry"):
+        must_run |= {"construct/Retry", "eq/Retry", "hash/Retry",
+                     "deepcopy/Retry", "call_with_retry/success",
+                     "call_with_retry/failure", "memory/Retry"}
+    if _has("redis_backoff_c.asyncio.retry"):
+        must_run |= {"async call_with_retry/success",
+                     "async call_with_retry/failure"}
+    for row in data["rows"]:
+        if row["case"] in must_run:
+            assert row["available"], row
+    peers = {r["name"]: r for r in data["rows"] if r["case"] == "peers/success"}
+    assert peers["redis-py Retry"]["available"]
+    for library, row_name in (("tenacity", "tenacity @retry"),
+                              ("stamina", "stamina @retry"),
+                              ("backoff", "backoff @on_exception")):
+        if _has(library):
+            assert peers[row_name]["available"], peers[row_name]
+        else:
+            assert "not installed" in peers[row_name]["reason"]
+
+
+def test_every_timed_side_has_its_samples(tiny_run):
+    _, data = tiny_run
+    for case in data["cases"]:
+        for label, side in case["sides"].items():
+            if side["available"]:
+                assert side["repeats"] == len(side["samples"]) >= 1
+                assert all(x > 0 for x in side["samples"]), (case["name"], label)
+                assert side["q1"] <= side["median"] <= side["q3"]
+            else:
+                assert side["reason"]
+
+
+def test_metadata(tiny_run):
+    _, data = tiny_run
+    meta = data["meta"]
+    for key in ("python", "implementation", "platform", "cpu", "packages",
+                "settings", "seed"):
+        assert meta[key], key
+    assert meta["packages"]["redis_backoff_c"] == redis_backoff_c.__version__
+    assert meta["packages"]["redis"]
+
+
+def test_progress_and_table(tiny_run):
+    proc, _ = tiny_run
+    assert f"[ 1/{len(EXPECTED_CASES)}] compute/ConstantBackoff" in proc.stderr
+    assert "ExponentialBackoff.compute(3)" in proc.stdout
+    assert "targets:" in proc.stdout
+
+
+def test_unavailable_module_is_a_row_saying_so(monkeypatch, tmp_path, capsys):
+    def missing():
+        raise _cases.Unavailable("redis_backoff_c.retry not built")
+
+    monkeypatch.setattr(_cases, "c_retry_module", missing)
+    path = tmp_path / "out.json"
+    assert _cli.main(["--tiny", "--no-e2e", "--filter", "construct/Retry",
+                      "--filter", "e2e/sync", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "n/a: redis_backoff_c.retry not built" in out
+    rows = {r["name"]: r for r in json.loads(path.read_text())["rows"]}
+    assert rows["Retry(ExponentialBackoff(), 3)"]["reason"] == (
+        "redis_backoff_c.retry not built")
+    assert rows["redis.Redis SET+GET"]["available"] is False
+    assert redis_backoff_c.get_random_source() == "python"
+
+
+def test_plot_writes_a_png(tiny_run):
+    pytest.importorskip("matplotlib")  # installed in CI: this runs there
+    proc, _ = tiny_run
+    png = (proc.out_dir / "bench.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(png) > 10_000
+
+
+def test_plot_without_matplotlib_is_a_clear_error(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert _cli.main(["--tiny", "--plot", "x.png"]) == 2
+    assert "--plot needs matplotlib" in capsys.readouterr().err
