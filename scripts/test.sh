@@ -51,6 +51,9 @@ fi
 py="$VENV/bin/python"
 
 say "installing the package and its test dependencies into $VENV"
+# pip builds in the tree; setuptools would reuse objects and files left in
+# build/ by an earlier run, compiled with other flags or since deleted.
+rm -rf build
 "$py" -m pip install --quiet --disable-pip-version-check '.[test]'
 
 say "running the tests with $("$py" -V 2>&1)"
