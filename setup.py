@@ -1,4 +1,5 @@
 """Declares the C extension; the metadata lives in pyproject.toml."""
+
 import glob
 import os
 

@@ -5,10 +5,17 @@ Change one import::
     from redis_backoff_c import Retry, ExponentialBackoff
 
 or call :func:`redis_backoff_c.patch` once at start-up.
+
+Without the C extension (another interpreter, a failed build, or
+``REDIS_BACKOFF_C_DISABLE=1``) the same names are redis-py's own classes,
+one RuntimeWarning says why, and ``IMPLEMENTATION`` is "python".
 """
-from redis_backoff_c._speedups import (
+
+from redis_backoff_c._impl import IMPLEMENTATION, get_random_source, set_random_source
+from redis_backoff_c.backoff import (
     DEFAULT_BASE,
     DEFAULT_CAP,
+    AbstractBackoff,
     ConstantBackoff,
     DecorrelatedJitterBackoff,
     EqualJitterBackoff,
@@ -16,15 +23,10 @@ from redis_backoff_c._speedups import (
     ExponentialWithJitterBackoff,
     FullJitterBackoff,
     NoBackoff,
-    get_random_source,
-    set_random_source,
+    default_backoff,
 )
-from redis_backoff_c.backoff import AbstractBackoff, default_backoff
 
 __version__ = "0.1.0"
-
-#: Which implementation is active: "c" for the extension.
-IMPLEMENTATION = "c"
 
 __all__ = [
     "AbstractBackoff",
@@ -38,6 +40,7 @@ __all__ = [
     "FullJitterBackoff",
     "IMPLEMENTATION",
     "NoBackoff",
+    "__version__",
     "default_backoff",
     "get_random_source",
     "set_random_source",

@@ -3,42 +3,57 @@
 Each C type is registered as a virtual subclass of its redis-py namesake,
 so ``isinstance(ExponentialBackoff(), redis.backoff.ExponentialBackoff)``
 and ``isinstance(..., redis.backoff.AbstractBackoff)`` hold, and redis-py's
-own ``__eq__`` accepts our objects as ours accept theirs.
+own ``__eq__`` accepts our objects as ours accept theirs.  Without the
+extension (see ``redis_backoff_c._impl``) these are redis-py's classes.
 """
+
 import redis.backoff as _redis_backoff
 from redis.backoff import AbstractBackoff
 
-from redis_backoff_c._speedups import (
-    DEFAULT_BASE,
-    DEFAULT_CAP,
-    ConstantBackoff,
-    DecorrelatedJitterBackoff,
-    EqualJitterBackoff,
-    ExponentialBackoff,
-    ExponentialWithJitterBackoff,
-    FullJitterBackoff,
-    NoBackoff,
-)
+from redis_backoff_c._impl import speedups
 
-_STRATEGIES = (
-    ConstantBackoff,
-    NoBackoff,
-    ExponentialBackoff,
-    FullJitterBackoff,
-    EqualJitterBackoff,
-    DecorrelatedJitterBackoff,
-    ExponentialWithJitterBackoff,
-)
+if speedups is not None:
+    from redis_backoff_c._speedups import (
+        DEFAULT_BASE,
+        DEFAULT_CAP,
+        ConstantBackoff,
+        DecorrelatedJitterBackoff,
+        EqualJitterBackoff,
+        ExponentialBackoff,
+        ExponentialWithJitterBackoff,
+        FullJitterBackoff,
+        NoBackoff,
+    )
 
-for _cls in _STRATEGIES:
-    getattr(_redis_backoff, _cls.__name__).register(_cls)
-del _cls
+    for _cls in (
+        ConstantBackoff,
+        NoBackoff,
+        ExponentialBackoff,
+        FullJitterBackoff,
+        EqualJitterBackoff,
+        DecorrelatedJitterBackoff,
+        ExponentialWithJitterBackoff,
+    ):
+        getattr(_redis_backoff, _cls.__name__).register(_cls)
+    del _cls
 
+    def default_backoff() -> EqualJitterBackoff:
+        """The strategy redis-py uses when none is given: EqualJitterBackoff()."""
+        return EqualJitterBackoff()
 
-def default_backoff():
-    """The strategy redis-py uses when none is given: EqualJitterBackoff()."""
-    return EqualJitterBackoff()
-
+else:
+    from redis.backoff import (
+        DEFAULT_BASE,
+        DEFAULT_CAP,
+        ConstantBackoff,
+        DecorrelatedJitterBackoff,
+        EqualJitterBackoff,
+        ExponentialBackoff,
+        ExponentialWithJitterBackoff,
+        FullJitterBackoff,
+        NoBackoff,
+        default_backoff,
+    )
 
 __all__ = [
     "AbstractBackoff",

@@ -1,0 +1,95 @@
+"""Decides, once, which implementation the package gives.
+
+``speedups`` is the C extension module, or ``None`` when it cannot be used:
+``REDIS_BACKOFF_C_DISABLE`` is set (to anything but "" or "0"), the
+interpreter is not CPython, or importing ``_speedups`` raised ImportError.
+Then the drop-in modules give redis-py's own classes under the same names,
+one RuntimeWarning names the reason, and ``IMPLEMENTATION`` is "python".
+
+Every drop-in module follows the same pattern (``redis_backoff_c.retry``)::
+
+    import redis.retry
+    from redis_backoff_c._impl import speedups
+
+    if speedups is not None:
+        Retry = speedups.Retry
+        redis.retry.Retry.register(Retry)
+    else:
+        from redis.retry import Retry
+
+and the package re-exports it with one line in ``__init__.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from types import ModuleType
+from typing import Literal
+
+__all__ = [
+    "FALLBACK_REASON",
+    "IMPLEMENTATION",
+    "get_random_source",
+    "set_random_source",
+    "speedups",
+]
+
+
+def _load() -> tuple[ModuleType | None, str | None]:
+    if os.environ.get("REDIS_BACKOFF_C_DISABLE", "") not in ("", "0"):
+        return None, "REDIS_BACKOFF_C_DISABLE is set"
+    if sys.implementation.name != "cpython":
+        return None, f"the C extension needs CPython, this is {sys.implementation.name}"
+    try:
+        from redis_backoff_c import _speedups
+    except ImportError as error:
+        return None, f"the C extension could not be imported: {error}"
+    return _speedups, None
+
+
+speedups, FALLBACK_REASON = _load()
+
+#: "c" when the extension is in use, "python" in the fallback.
+IMPLEMENTATION: Literal["c", "python"] = "c" if speedups is not None else "python"
+
+if speedups is None:
+    warnings.warn(
+        f"redis_backoff_c is using redis-py's pure-Python classes: {FALLBACK_REASON}",
+        RuntimeWarning,
+        stacklevel=3,  # the import statement that first imported the package
+    )
+
+
+def _python_set_random_source(name: str, seed: int | None = None) -> None:
+    """The fallback's set_random_source: only "python", the random module."""
+    if not isinstance(name, str):
+        raise TypeError(
+            f"set_random_source() argument 'name' must be str, not {type(name).__name__}"
+        )
+    if name == "fast":
+        raise RuntimeError(
+            "the 'fast' random source needs the C extension, which is not in use "
+            f"({FALLBACK_REASON})"
+        )
+    if name != "python":
+        raise ValueError(
+            f"set_random_source() argument 'name' must be 'python' or 'fast', not {name!r}"
+        )
+    if seed is not None:
+        raise ValueError(
+            "set_random_source('python') takes no seed: seed the random module with random.seed()"
+        )
+
+
+def _python_get_random_source() -> str:
+    """The fallback's get_random_source: always "python"."""
+    return "python"
+
+
+if speedups is not None:
+    from redis_backoff_c._speedups import get_random_source, set_random_source
+else:
+    set_random_source = _python_set_random_source
+    get_random_source = _python_get_random_source

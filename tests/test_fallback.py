@@ -1,0 +1,167 @@
+"""Without the C extension the package still imports and gives redis-py's
+own classes under the same names, warns once, and says so.
+
+Each case runs in a fresh interpreter, since the choice is made once, at
+the first import."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import redis_backoff_c
+from redis_backoff_c import _impl
+
+# The ways the extension can be unavailable, each set up before the first
+# import of the package, and the reason the warning must name.
+CAUSES = {
+    "disabled": ("", "REDIS_BACKOFF_C_DISABLE is set"),
+    "import-error": (
+        "sys.modules['redis_backoff_c._speedups'] = None",
+        "the C extension could not be imported",
+    ),
+    "not-cpython": (
+        "import types\n"
+        "sys.implementation = types.SimpleNamespace(\n"
+        "    **{**vars(sys.implementation), 'name': 'pypy'})",
+        "the C extension needs CPython, this is pypy",
+    ),
+}
+
+# The drop-in modules and their redis-py counterparts.
+MODULES = {
+    "redis_backoff_c.backoff": "redis.backoff",
+    "redis_backoff_c.retry": "redis.retry",
+    "redis_backoff_c.asyncio.retry": "redis.asyncio.retry",
+}
+
+PROBE = """
+import importlib, json, sys, warnings
+{setup}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import redis_backoff_c
+    import redis_backoff_c.backoff
+    importlib.import_module({module!r})
+warned = [
+    {{"category": w.category.__name__, "message": str(w.message), "filename": w.filename}}
+    for w in caught if "redis_backoff_c" in str(w.message)
+]
+ours, theirs = importlib.import_module({module!r}), importlib.import_module({reference!r})
+public = getattr(ours, "__all__", None) or ["Retry"]
+print(json.dumps({{
+    "implementation": redis_backoff_c.IMPLEMENTATION,
+    "warned": warned,
+    "public": public,
+    "not_redis_py": [n for n in public if getattr(ours, n) is not getattr(theirs, n)],
+    # The package re-exports redis.backoff's names (Retry is the sync one).
+    "package_not_redis_py": [
+        n for n in public
+        if {module!r} == "redis_backoff_c.backoff"
+        and getattr(redis_backoff_c, n) is not getattr(theirs, n)
+    ],
+    "random_source": redis_backoff_c.get_random_source(),
+    "delay": redis_backoff_c.ExponentialBackoff(cap=1, base=0.25).compute(2),
+}}))
+"""
+
+
+def probe(tmp_path, cause, module="redis_backoff_c.backoff"):
+    setup, _ = CAUSES[cause]
+    env = dict(os.environ)
+    env.pop("REDIS_BACKOFF_C_DISABLE", None)
+    if cause == "disabled":
+        env["REDIS_BACKOFF_C_DISABLE"] = "1"
+    code = PROBE.format(setup=setup, module=module, reference=MODULES[module])
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("cause", sorted(CAUSES))
+def test_fallback_gives_redis_py_backoff_and_warns_once(tmp_path, cause):
+    result = probe(tmp_path, cause)
+    assert result["implementation"] == "python"
+    assert len(result["public"]) == 11
+    assert result["not_redis_py"] == []
+    assert result["package_not_redis_py"] == []
+    assert result["random_source"] == "python"
+    assert result["delay"] == 1.0
+    [warning] = result["warned"]
+    assert warning["category"] == "RuntimeWarning"
+    assert CAUSES[cause][1] in warning["message"]
+    # It points at the user's import statement, not at the package's insides.
+    assert warning["filename"] == "<string>"
+
+
+def module_exists(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("module", ["redis_backoff_c.retry", "redis_backoff_c.asyncio.retry"])
+def test_fallback_gives_redis_py_retry(tmp_path, module):
+    if not module_exists(module):
+        pytest.skip(f"{module} is not written yet")
+    result = probe(tmp_path, "disabled", module)
+    assert result["implementation"] == "python"
+    assert "Retry" in result["public"]
+    assert result["not_redis_py"] == []
+    assert len(result["warned"]) == 1
+
+
+def test_without_the_cause_there_is_no_fallback(tmp_path):
+    if os.environ.get("REDIS_BACKOFF_C_DISABLE", "") not in ("", "0"):
+        pytest.skip("REDIS_BACKOFF_C_DISABLE is set in this run")
+    env = dict(os.environ, REDIS_BACKOFF_C_DISABLE="0")
+    code = (
+        "import warnings; warnings.simplefilter('error')\n"
+        "import redis_backoff_c; print(redis_backoff_c.IMPLEMENTATION)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "c"), done.stderr
+
+
+# set_random_source in the fallback: the same argument errors as the C
+# function, and "fast", which needs the C generator, refused clearly.
+SOURCE_ERRORS = [
+    (("python",), {"seed": 1}, ValueError),
+    (("nonsense",), {}, ValueError),
+    ((1,), {}, TypeError),
+]
+
+
+def fallback_set_random_source(*args, **kwargs):
+    return _impl._python_set_random_source(*args, **kwargs)
+
+
+@pytest.mark.parametrize("args, kwargs, error", SOURCE_ERRORS)
+@pytest.mark.parametrize(
+    "function",
+    [redis_backoff_c.set_random_source, fallback_set_random_source],
+    ids=["active", "fallback"],
+)
+def test_set_random_source_argument_errors(function, args, kwargs, error):
+    with pytest.raises(error, match="set_random_source"):
+        function(*args, **kwargs)
+
+
+def test_fallback_refuses_the_fast_source():
+    with pytest.raises(RuntimeError, match="'fast' random source needs the C extension"):
+        _impl._python_set_random_source("fast", seed=3)
+    _impl._python_set_random_source("python")
+    assert _impl._python_get_random_source() == "python"

@@ -1,0 +1,109 @@
+"""A user's program, type-checked with ``mypy --strict`` by scripts/lint.sh.
+
+Not a test module and never run: it shows that the stubs let the C types go
+where redis-py's own go, in redis.Redis and redis.asyncio.Redis.
+"""
+
+from __future__ import annotations
+
+import redis
+import redis.asyncio
+import redis.backoff
+import redis.retry
+from redis.exceptions import ConnectionError, TimeoutError
+
+import redis_backoff_c
+from redis_backoff_c import (
+    DEFAULT_BASE,
+    DEFAULT_CAP,
+    AbstractBackoff,
+    ConstantBackoff,
+    DecorrelatedJitterBackoff,
+    EqualJitterBackoff,
+    ExponentialBackoff,
+    ExponentialWithJitterBackoff,
+    FullJitterBackoff,
+    NoBackoff,
+    default_backoff,
+)
+from redis_backoff_c.asyncio.retry import Retry as AsyncRetry
+from redis_backoff_c.retry import Retry
+
+
+class Doubling(AbstractBackoff):
+    """A user's own strategy, as with redis-py."""
+
+    def compute(self, failures: int) -> float:
+        return 0.001 * 2.0**failures
+
+
+def strategies() -> list[redis.backoff.AbstractBackoff]:
+    return [
+        ConstantBackoff(0.1),
+        NoBackoff(),
+        ExponentialBackoff(),
+        ExponentialBackoff(cap=DEFAULT_CAP, base=DEFAULT_BASE),
+        FullJitterBackoff(1.0, 0.01),
+        EqualJitterBackoff(cap=2),
+        DecorrelatedJitterBackoff(base=0.5),
+        ExponentialWithJitterBackoff(),
+        default_backoff(),
+        Doubling(),
+    ]
+
+
+def delays(failures: int) -> list[float]:
+    decorrelated = DecorrelatedJitterBackoff()
+    decorrelated.reset()
+    return [decorrelated.compute(failures)] + [b.compute(failures) for b in strategies()]
+
+
+def random_source() -> str:
+    redis_backoff_c.set_random_source("fast", seed=42)
+    redis_backoff_c.set_random_source("python")
+    implementation: str = redis_backoff_c.IMPLEMENTATION
+    return redis_backoff_c.get_random_source() + implementation + redis_backoff_c.__version__
+
+
+def sync_client() -> redis.Redis:
+    retry = Retry(ExponentialBackoff(cap=1.0, base=0.01), 3)
+    retry.update_supported_errors([OSError])
+    retry.update_retries(retry.get_retries() + 1)
+    as_redis_py: redis.retry.Retry = retry
+    assert as_redis_py == Retry(ExponentialBackoff(), 4, (ConnectionError, TimeoutError))
+    return redis.Redis(host="127.0.0.1", retry=retry)
+
+
+def sync_call(client: redis.Redis) -> int:
+    retry = Retry(EqualJitterBackoff(), 2)
+    failures: list[Exception] = []
+
+    def fail(error: Exception, count: int) -> None:
+        failures.append(error)
+
+    value: int = retry.call_with_retry(
+        lambda: int(client.dbsize()),
+        fail,
+        is_retryable=lambda error: isinstance(error, ConnectionError),
+        with_failure_count=True,
+    )
+    return value + len(failures)
+
+
+def async_client() -> redis.asyncio.Redis:
+    retry = AsyncRetry(FullJitterBackoff(), 3)
+    retry.update_supported_errors([ConnectionError])
+    return redis.asyncio.Redis(host="127.0.0.1", retry=retry)
+
+
+async def async_call(client: redis.asyncio.Redis) -> bytes | str | None:
+    retry = AsyncRetry(DecorrelatedJitterBackoff(), -1)
+
+    async def do() -> bytes | str | None:
+        value: bytes | str | None = await client.get("key")
+        return value
+
+    async def fail(error: Exception) -> None:
+        await client.aclose()
+
+    return await retry.call_with_retry(do, fail)
