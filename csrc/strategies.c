@@ -163,12 +163,16 @@ check_failures(PyObject *failures)
     return rbc_check_real("compute", "failures", failures);
 }
 
-/* Where 2**failures leaves the range of floats: +1 for failures >= 1024,
- * -1 for failures < -1100 (2**failures is then 0.0), 0 in between or when
- * failures has no float value; -2 on error.  The generic path then uses the
- * formula's value instead of computing (or failing to compute) a huge power. */
+/* Failure counts from which the generic path no longer asks Python for
+ * 2**failures: an int base would make it build an int of that many bits
+ * (2**(10**30) never finishes), where the formula's value is plain. */
+#define HUGE_FAILURES 16384.0
+
+/* +1 for failures >= HUGE_FAILURES, -1 for failures <= -HUGE_FAILURES, 0 in
+ * between or when failures has no float value (Python's ** decides); -2 on
+ * error. */
 static int
-failures_out_of_range(PyObject *failures)
+failures_magnitude(PyObject *failures)
 {
     double value;
     if (PyLong_Check(failures)) {
@@ -177,9 +181,12 @@ failures_out_of_range(PyObject *failures)
         if (n == -1 && PyErr_Occurred()) {
             return -2;
         }
-        return (overflow > 0 || n >= 1024) ? 1 : (overflow < 0 || n < -1100) ? -1 : 0;
+        if (overflow != 0) {
+            return overflow;
+        }
+        value = (double)n;
     }
-    if (PyFloat_Check(failures)) {
+    else if (PyFloat_Check(failures)) {
         value = PyFloat_AS_DOUBLE(failures);
     }
     else {
@@ -194,35 +201,70 @@ failures_out_of_range(PyObject *failures)
     if (!isfinite(value)) {
         return 0;   /* 2**inf and 2**nan are values Python computes */
     }
-    return value >= 1024.0 ? 1 : value < -1100.0 ? -1 : 0;
+    return value >= HUGE_FAILURES ? 1 : value <= -HUGE_FAILURES ? -1 : 0;
+}
+
+/* x * 2**failures when 2**failures is past every float (direction > 0) or
+ * below the smallest one (direction < 0): the formula's value. */
+static PyObject *
+scaled_out_of_range(PyObject *x, int direction)
+{
+    if (direction < 0) {
+        /* 2**failures is 0.0 for Python too: x * 0.0. */
+        PyObject *zero = PyFloat_FromDouble(0.0);
+        if (zero == NULL) {
+            return NULL;
+        }
+        PyObject *product = PyNumber_Multiply(x, zero);
+        Py_DECREF(zero);
+        return product;
+    }
+    int is_zero = PyObject_Not(x);
+    if (is_zero < 0) {
+        return NULL;
+    }
+    if (is_zero) {
+        return Py_NewRef(x);   /* 0 * 2**failures is that same zero */
+    }
+    double x_value = PyFloat_AsDouble(x);
+    if (x_value == -1.0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyFloat_FromDouble(times_huge_power(x_value));
 }
 
 /* x * 2**failures with Python objects: redis-py's expression, except that
- * a failure count out of the float range gives the formula's value. */
+ * where it would raise OverflowError, or build a huge int, the result is
+ * the formula's value. */
 static PyObject *
 generic_scaled(rbc_state *st, PyObject *x, PyObject *failures)
 {
     if (check_failures(failures) < 0) {
         return NULL;
     }
-    int range = failures_out_of_range(failures);
-    if (range == -2) {
+    int magnitude = failures_magnitude(failures);
+    if (magnitude == -2) {
         return NULL;
     }
-    if (range != 0) {
-        double x_value = PyFloat_AsDouble(x);
-        if (x_value == -1.0 && PyErr_Occurred()) {
-            return NULL;
-        }
-        return PyFloat_FromDouble(range > 0 ? times_huge_power(x_value) : x_value * 0.0);
+    if (magnitude != 0) {
+        return scaled_out_of_range(x, magnitude);
     }
+    PyObject *product = NULL;
     PyObject *power = PyNumber_Power(st->strategies.int_two, failures, Py_None);
-    if (power == NULL) {
+    if (power != NULL) {
+        product = PyNumber_Multiply(x, power);
+        Py_DECREF(power);
+    }
+    if (product != NULL || !PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        return product;
+    }
+    /* A float operand met 2**failures past the float range. */
+    PyErr_Clear();
+    int positive = PyObject_RichCompareBool(failures, st->strategies.int_zero, Py_GT);
+    if (positive < 0) {
         return NULL;
     }
-    PyObject *product = PyNumber_Multiply(x, power);
-    Py_DECREF(power);
-    return product;
+    return scaled_out_of_range(x, positive ? 1 : -1);
 }
 
 /* min(a, b) and max(a, b) as the builtins choose: the first argument
@@ -289,19 +331,19 @@ uniform_from_doubles(rbc_state *st, PyObject *a_obj, double a, PyObject *b_obj, 
 /* compute()                                                               */
 
 static PyObject *
-compute_exponential(rbc_state *st, CappedObject *self, PyObject *failures)
+compute_exponential(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
-    double cap, product;
-    if (PyFloat_CheckExact(self->base) && exact_double(self->cap, &cap)
-        && scale_by_power_of_two(PyFloat_AS_DOUBLE(self->base), failures, &product)) {
+    double cap_value, product;
+    if (PyFloat_CheckExact(base) && exact_double(cap, &cap_value)
+        && scale_by_power_of_two(PyFloat_AS_DOUBLE(base), failures, &product)) {
         /* min(cap, base * 2**failures) */
-        return product < cap ? PyFloat_FromDouble(product) : Py_NewRef(self->cap);
+        return product < cap_value ? PyFloat_FromDouble(product) : Py_NewRef(cap);
     }
-    PyObject *scaled = generic_scaled(st, self->base, failures);
+    PyObject *scaled = generic_scaled(st, base, failures);
     if (scaled == NULL) {
         return NULL;
     }
-    PyObject *result = py_min(self->cap, scaled);
+    PyObject *result = py_min(cap, scaled);
     Py_DECREF(scaled);
     return result;
 }
@@ -309,41 +351,41 @@ compute_exponential(rbc_state *st, CappedObject *self, PyObject *failures)
 /* min(cap, base * 2**failures) as a double, when the fast path applies.
  * *chosen_cap tells whether the cap object itself is the minimum. */
 static inline int
-capped_scaled_double(CappedObject *self, PyObject *failures, double *out, int *chosen_cap)
+capped_scaled_double(PyObject *cap, PyObject *base, PyObject *failures, double *out, int *chosen_cap)
 {
-    double cap, product;
-    if (!(PyFloat_CheckExact(self->base) && exact_double(self->cap, &cap)
-          && scale_by_power_of_two(PyFloat_AS_DOUBLE(self->base), failures, &product))) {
+    double cap_value, product;
+    if (!(PyFloat_CheckExact(base) && exact_double(cap, &cap_value)
+          && scale_by_power_of_two(PyFloat_AS_DOUBLE(base), failures, &product))) {
         return 0;
     }
-    *chosen_cap = !(product < cap);
-    *out = *chosen_cap ? cap : product;
+    *chosen_cap = !(product < cap_value);
+    *out = *chosen_cap ? cap_value : product;
     return 1;
 }
 
 static PyObject *
-generic_capped_scaled(rbc_state *st, CappedObject *self, PyObject *failures)
+generic_capped_scaled(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
-    PyObject *scaled = generic_scaled(st, self->base, failures);
+    PyObject *scaled = generic_scaled(st, base, failures);
     if (scaled == NULL) {
         return NULL;
     }
-    PyObject *result = py_min(self->cap, scaled);
+    PyObject *result = py_min(cap, scaled);
     Py_DECREF(scaled);
     return result;
 }
 
 static PyObject *
-compute_full_jitter(rbc_state *st, CappedObject *self, PyObject *failures)
+compute_full_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
     /* uniform(0, min(cap, base * 2**failures)) */
     double high;
     int chosen_cap;
-    if (capped_scaled_double(self, failures, &high, &chosen_cap)) {
+    if (capped_scaled_double(cap, base, failures, &high, &chosen_cap)) {
         return uniform_from_doubles(st, st->strategies.int_zero, 0.0,
-                                    chosen_cap ? self->cap : NULL, high);
+                                    chosen_cap ? cap : NULL, high);
     }
-    PyObject *high_obj = generic_capped_scaled(st, self, failures);
+    PyObject *high_obj = generic_capped_scaled(st, cap, base, failures);
     if (high_obj == NULL) {
         return NULL;
     }
@@ -353,13 +395,13 @@ compute_full_jitter(rbc_state *st, CappedObject *self, PyObject *failures)
 }
 
 static PyObject *
-compute_equal_jitter(rbc_state *st, CappedObject *self, PyObject *failures)
+compute_equal_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
     /* temp = min(cap, base * 2**failures) / 2; temp + uniform(0, temp) */
     double high;
     int chosen_cap;
     PyObject *temp_obj;
-    if (capped_scaled_double(self, failures, &high, &chosen_cap)) {
+    if (capped_scaled_double(cap, base, failures, &high, &chosen_cap)) {
         double temp = high / 2.0, jitter;
         int status = rbc_random_uniform(&st->random, 0.0, temp, &jitter);
         if (status == 0) {
@@ -371,7 +413,7 @@ compute_equal_jitter(rbc_state *st, CappedObject *self, PyObject *failures)
         temp_obj = PyFloat_FromDouble(temp);
     }
     else {
-        PyObject *high_obj = generic_capped_scaled(st, self, failures);
+        PyObject *high_obj = generic_capped_scaled(st, cap, base, failures);
         if (high_obj == NULL) {
             return NULL;
         }
@@ -392,19 +434,19 @@ compute_equal_jitter(rbc_state *st, CappedObject *self, PyObject *failures)
 }
 
 static PyObject *
-compute_exponential_with_jitter(rbc_state *st, CappedObject *self, PyObject *failures)
+compute_exponential_with_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
     /* min(cap, random.random() * base * 2**failures) */
-    double r, cap, product;
+    double r, cap_value, product;
     PyObject *r_obj;
     int status = rbc_random_random(&st->random, &r, &r_obj);
     if (status < 0) {
         return NULL;
     }
     if (status == 0) {
-        if (PyFloat_CheckExact(self->base) && exact_double(self->cap, &cap)
-            && scale_by_power_of_two(r * PyFloat_AS_DOUBLE(self->base), failures, &product)) {
-            return product < cap ? PyFloat_FromDouble(product) : Py_NewRef(self->cap);
+        if (PyFloat_CheckExact(base) && exact_double(cap, &cap_value)
+            && scale_by_power_of_two(r * PyFloat_AS_DOUBLE(base), failures, &product)) {
+            return product < cap_value ? PyFloat_FromDouble(product) : Py_NewRef(cap);
         }
         r_obj = PyFloat_FromDouble(r);
         if (r_obj == NULL) {
@@ -412,13 +454,13 @@ compute_exponential_with_jitter(rbc_state *st, CappedObject *self, PyObject *fai
         }
     }
     PyObject *result = NULL;
-    PyObject *jittered_base = PyNumber_Multiply(r_obj, self->base);
+    PyObject *jittered_base = PyNumber_Multiply(r_obj, base);
     Py_DECREF(r_obj);
     if (jittered_base != NULL) {
         PyObject *scaled = generic_scaled(st, jittered_base, failures);
         Py_DECREF(jittered_base);
         if (scaled != NULL) {
-            result = py_min(self->cap, scaled);
+            result = py_min(cap, scaled);
             Py_DECREF(scaled);
         }
     }
@@ -426,12 +468,11 @@ compute_exponential_with_jitter(rbc_state *st, CappedObject *self, PyObject *fai
 }
 
 static PyObject *
-compute_decorrelated(rbc_state *st, DecorrelatedObject *self)
+decorrelated_draw(rbc_state *st, PyObject *cap, PyObject *base, PyObject *previous)
 {
     /* max_backoff = max(base, previous * 3)
      * previous = min(cap, uniform(base, max_backoff)); return previous */
-    PyObject *cap = self->capped.cap, *base = self->capped.base;
-    PyObject *previous = self->previous, *new_previous;
+    PyObject *new_previous;
     double cap_value, base_value, previous_value;
     if (exact_double(cap, &cap_value) && exact_double(base, &base_value)
         && exact_double(previous, &previous_value)) {
@@ -465,11 +506,39 @@ compute_decorrelated(rbc_state *st, DecorrelatedObject *self)
     new_previous = py_min(cap, temp);
     Py_DECREF(temp);
 store:
-    if (new_previous == NULL) {
-        return NULL;
-    }
-    Py_XSETREF(self->previous, Py_NewRef(new_previous));
     return new_previous;
+}
+
+static PyObject *
+compute_decorrelated(rbc_state *st, DecorrelatedObject *self)
+{
+    /* Own the inputs: the generic path runs Python code (a __mul__, a
+     * replaced random.uniform) that may reassign the attributes. */
+    PyObject *cap = Py_NewRef(self->capped.cap), *base = Py_NewRef(self->capped.base);
+    PyObject *previous = Py_NewRef(self->previous);
+    PyObject *new_previous = decorrelated_draw(st, cap, base, previous);
+    Py_DECREF(cap);
+    Py_DECREF(base);
+    Py_DECREF(previous);
+    if (new_previous != NULL) {
+        Py_XSETREF(self->previous, Py_NewRef(new_previous));
+    }
+    return new_previous;
+}
+
+/* The capped strategies own their parameters for the whole computation,
+ * for the same reason. */
+typedef PyObject *(*capped_formula)(rbc_state *st, PyObject *cap, PyObject *base,
+                                    PyObject *failures);
+
+static inline PyObject *
+compute_capped(rbc_state *st, PyObject *self, capped_formula formula, PyObject *failures)
+{
+    PyObject *cap = Py_NewRef(CAPPED(self)->cap), *base = Py_NewRef(CAPPED(self)->base);
+    PyObject *result = formula(st, cap, base, failures);
+    Py_DECREF(cap);
+    Py_DECREF(base);
+    return result;
 }
 
 PyObject *
@@ -480,15 +549,15 @@ rbc_strategy_compute(rbc_state *st, PyObject *backoff, int kind, PyObject *failu
     case RBC_NO_BACKOFF:
         return Py_NewRef(CONSTANT(backoff)->backoff);
     case RBC_EXPONENTIAL:
-        return compute_exponential(st, CAPPED(backoff), failures);
+        return compute_capped(st, backoff, compute_exponential, failures);
     case RBC_FULL_JITTER:
-        return compute_full_jitter(st, CAPPED(backoff), failures);
+        return compute_capped(st, backoff, compute_full_jitter, failures);
     case RBC_EQUAL_JITTER:
-        return compute_equal_jitter(st, CAPPED(backoff), failures);
+        return compute_capped(st, backoff, compute_equal_jitter, failures);
     case RBC_DECORRELATED_JITTER:
         return compute_decorrelated(st, DECORRELATED(backoff));
     case RBC_EXPONENTIAL_WITH_JITTER:
-        return compute_exponential_with_jitter(st, CAPPED(backoff), failures);
+        return compute_capped(st, backoff, compute_exponential_with_jitter, failures);
     }
     PyErr_SetString(PyExc_SystemError, "unknown backoff strategy kind");
     return NULL;
@@ -547,12 +616,12 @@ fast_state_of(PyObject *self)
     }
 
 COMPUTE_METHOD(constant_compute, Py_NewRef(CONSTANT(self)->backoff))
-COMPUTE_METHOD(exponential_compute, compute_exponential(st, CAPPED(self), failures))
-COMPUTE_METHOD(full_jitter_compute, compute_full_jitter(st, CAPPED(self), failures))
-COMPUTE_METHOD(equal_jitter_compute, compute_equal_jitter(st, CAPPED(self), failures))
+COMPUTE_METHOD(exponential_compute, compute_capped(st, self, compute_exponential, failures))
+COMPUTE_METHOD(full_jitter_compute, compute_capped(st, self, compute_full_jitter, failures))
+COMPUTE_METHOD(equal_jitter_compute, compute_capped(st, self, compute_equal_jitter, failures))
 COMPUTE_METHOD(decorrelated_compute, compute_decorrelated(st, DECORRELATED(self)))
 COMPUTE_METHOD(exponential_with_jitter_compute,
-               compute_exponential_with_jitter(st, CAPPED(self), failures))
+               compute_capped(st, self, compute_exponential_with_jitter, failures))
 
 static PyObject *
 noop_reset(PyObject *self, PyObject *unused)
@@ -1105,8 +1174,8 @@ strategy_setstate(PyObject *self, PyObject *state)
 /* ---------------------------------------------------------------------- */
 /* Type specs                                                              */
 
-#define COMPUTE_DOC "compute(failures)\n--\n\nThe delay, in seconds, before retry number `failures`."
-#define RESET_DOC "reset()\n--\n\nCalled once at the start of every call_with_retry()."
+#define COMPUTE_DOC "compute($self, failures)\n--\n\nThe delay, in seconds, before retry number `failures`."
+#define RESET_DOC "reset($self)\n--\n\nCalled once at the start of every call_with_retry()."
 #define COMMON_METHODS                                                            \
     {"__reduce__", strategy_reduce, METH_NOARGS, NULL},                           \
     {"__setstate__", strategy_setstate, METH_O, NULL}
