@@ -110,7 +110,7 @@ rbc_random_call_uniform(rbc_random_state *rs, PyObject *a, PyObject *b)
         }
         return NULL;
     }
-    Py_INCREF(uniform);  /* the call may replace it in the module */
+    Py_INCREF(uniform); /* the call may replace it in the module */
     PyObject *args[2] = {a, b};
     PyObject *result = PyObject_Vectorcall(uniform, args, 2, NULL);
     Py_DECREF(uniform);

@@ -18,11 +18,11 @@
 #include <stdint.h>
 
 typedef struct {
-    int use_fast;                /* 0: random module, 1: xoshiro256** */
+    int use_fast; /* 0: random module, 1: xoshiro256** */
     uint64_t xoshiro[4];
-    PyObject *module_dict;       /* random.__dict__ */
-    PyObject *original_uniform;  /* random.uniform as first imported */
-    PyObject *original_random;   /* random.random as first imported */
+    PyObject *module_dict;      /* random.__dict__ */
+    PyObject *original_uniform; /* random.uniform as first imported */
+    PyObject *original_random;  /* random.random as first imported */
     PyObject *str_uniform;
     PyObject *str_random;
 } rbc_random_state;

@@ -35,7 +35,7 @@ typedef struct {
 
 typedef struct {
     CappedObject capped;
-    PyObject *previous;    /* _previous_backoff */
+    PyObject *previous; /* _previous_backoff */
 } DecorrelatedObject;
 
 #define CONSTANT(op) ((ConstantObject *)(op))
@@ -43,8 +43,13 @@ typedef struct {
 #define DECORRELATED(op) ((DecorrelatedObject *)(op))
 
 static const char *const type_names[RBC_STRATEGY_COUNT] = {
-    "ConstantBackoff", "NoBackoff", "ExponentialBackoff", "FullJitterBackoff",
-    "EqualJitterBackoff", "DecorrelatedJitterBackoff", "ExponentialWithJitterBackoff",
+    "ConstantBackoff",
+    "NoBackoff",
+    "ExponentialBackoff",
+    "FullJitterBackoff",
+    "EqualJitterBackoff",
+    "DecorrelatedJitterBackoff",
+    "ExponentialWithJitterBackoff",
 };
 
 /* pow() through a pointer the compiler cannot see through, so that no
@@ -86,7 +91,7 @@ times_huge_power(double x)
     if (x < 0) {
         return -HUGE_VAL;
     }
-    return x;   /* 0.0, -0.0 or nan */
+    return x; /* 0.0, -0.0 or nan */
 }
 
 /* 2.0**n for -1022 <= n <= 1023, a normal float: exponent bits only. */
@@ -192,16 +197,19 @@ failures_magnitude(PyObject *failures)
     else {
         PyObject *as_float = PyNumber_Float(failures);
         if (as_float == NULL) {
-            PyErr_Clear();   /* no float value: Python's ** decides */
+            PyErr_Clear(); /* no float value: Python's ** decides */
             return 0;
         }
         value = PyFloat_AS_DOUBLE(as_float);
         Py_DECREF(as_float);
     }
     if (!isfinite(value)) {
-        return 0;   /* 2**inf and 2**nan are values Python computes */
+        return 0; /* 2**inf and 2**nan are values Python computes */
     }
-    return value >= HUGE_FAILURES ? 1 : value <= -HUGE_FAILURES ? -1 : 0;
+    if (value >= HUGE_FAILURES) {
+        return 1;
+    }
+    return value <= -HUGE_FAILURES ? -1 : 0;
 }
 
 /* x * 2**failures when 2**failures is past every float (direction > 0) or
@@ -224,7 +232,7 @@ scaled_out_of_range(PyObject *x, int direction)
         return NULL;
     }
     if (is_zero) {
-        return Py_NewRef(x);   /* 0 * 2**failures is that same zero */
+        return Py_NewRef(x); /* 0 * 2**failures is that same zero */
     }
     double x_value = PyFloat_AsDouble(x);
     if (x_value == -1.0 && PyErr_Occurred()) {
@@ -599,20 +607,20 @@ fast_state_of(PyObject *self)
     return rbc_state_from_type(Py_TYPE(self));
 }
 
-#define COMPUTE_METHOD(NAME, CALL)                                               \
-    static PyObject *                                                            \
-    NAME(PyObject *self, PyObject *const *args, Py_ssize_t nargs,               \
-         PyObject *kwnames)                                                      \
-    {                                                                            \
-        PyObject *failures;                                                      \
-        if (compute_argument(args, nargs, kwnames, &failures) < 0) {             \
-            return NULL;                                                         \
-        }                                                                        \
-        rbc_state *st = fast_state_of(self);                                     \
-        if (st == NULL) {                                                        \
-            return NULL;                                                         \
-        }                                                                        \
-        return CALL;                                                             \
+#define COMPUTE_METHOD(NAME, CALL)                                   \
+    static PyObject *                                                \
+    NAME(PyObject *self, PyObject *const *args, Py_ssize_t nargs,    \
+         PyObject *kwnames)                                          \
+    {                                                                \
+        PyObject *failures;                                          \
+        if (compute_argument(args, nargs, kwnames, &failures) < 0) { \
+            return NULL;                                             \
+        }                                                            \
+        rbc_state *st = fast_state_of(self);                         \
+        if (st == NULL) {                                            \
+            return NULL;                                             \
+        }                                                            \
+        return CALL;                                                 \
     }
 
 COMPUTE_METHOD(constant_compute, Py_NewRef(CONSTANT(self)->backoff))
@@ -706,7 +714,8 @@ capped_init(PyObject *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     if (capped_set_parameters(self, cap ? cap : st->strategies.default_cap,
-                              base ? base : st->strategies.default_base) < 0) {
+                              base ? base : st->strategies.default_base)
+        < 0) {
         return -1;
     }
     if (PyObject_TypeCheck(self, st->strategies.types[RBC_DECORRELATED_JITTER])) {
@@ -888,18 +897,18 @@ check_attribute(PyObject *self, PyObject *value, const char *name)
     return 0;
 }
 
-#define FIELD_GETSET(FUNC, TYPE_MACRO, FIELD, NAME)                             \
-    static PyObject *FUNC##_get(PyObject *self, void *closure)                  \
-    {                                                                           \
-        return Py_NewRef(TYPE_MACRO(self)->FIELD);                              \
-    }                                                                           \
-    static int FUNC##_set(PyObject *self, PyObject *value, void *closure)       \
-    {                                                                           \
-        if (check_attribute(self, value, NAME) < 0) {                           \
-            return -1;                                                          \
-        }                                                                       \
-        Py_SETREF(TYPE_MACRO(self)->FIELD, Py_NewRef(value));                   \
-        return 0;                                                               \
+#define FIELD_GETSET(FUNC, TYPE_MACRO, FIELD, NAME)                       \
+    static PyObject *FUNC##_get(PyObject *self, void *closure)            \
+    {                                                                     \
+        return Py_NewRef(TYPE_MACRO(self)->FIELD);                        \
+    }                                                                     \
+    static int FUNC##_set(PyObject *self, PyObject *value, void *closure) \
+    {                                                                     \
+        if (check_attribute(self, value, NAME) < 0) {                     \
+            return -1;                                                    \
+        }                                                                 \
+        Py_SETREF(TYPE_MACRO(self)->FIELD, Py_NewRef(value));             \
+        return 0;                                                         \
     }
 
 FIELD_GETSET(backoff, CONSTANT, backoff, "_backoff")
@@ -1059,10 +1068,10 @@ strategy_richcompare(PyObject *self, PyObject *other, int op, int kind)
     return truth < 0 ? NULL : PyBool_FromLong(!truth);
 }
 
-#define RICHCOMPARE(NAME, KIND)                                                 \
-    static PyObject *NAME(PyObject *self, PyObject *other, int op)              \
-    {                                                                           \
-        return strategy_richcompare(self, other, op, KIND);                     \
+#define RICHCOMPARE(NAME, KIND)                                    \
+    static PyObject *NAME(PyObject *self, PyObject *other, int op) \
+    {                                                              \
+        return strategy_richcompare(self, other, op, KIND);        \
     }
 
 RICHCOMPARE(constant_richcompare, RBC_CONSTANT)
@@ -1135,7 +1144,8 @@ strategy_reduce(PyObject *self, PyObject *unused)
         }
         if (PyObject_TypeCheck(self, ss->types[RBC_DECORRELATED_JITTER])
             && PyDict_SetItem(state, ss->str_previous_backoff,
-                              DECORRELATED(self)->previous) < 0) {
+                              DECORRELATED(self)->previous)
+                   < 0) {
             goto error;
         }
     }
@@ -1155,7 +1165,7 @@ strategy_setstate(PyObject *self, PyObject *state)
     }
     PyObject *key, *value;
     Py_ssize_t pos = 0;
-    Py_INCREF(state);   /* setattr may run code that mutates it */
+    Py_INCREF(state); /* setattr may run code that mutates it */
     while (PyDict_Next(state, &pos, &key, &value)) {
         Py_INCREF(key);
         Py_INCREF(value);
@@ -1174,6 +1184,8 @@ strategy_setstate(PyObject *self, PyObject *state)
 /* ---------------------------------------------------------------------- */
 /* Type specs                                                              */
 
+/* Method and slot tables: aligned by hand, one entry a line. */
+/* clang-format off */
 #define COMPUTE_DOC "compute($self, failures)\n--\n\nThe delay, in seconds, before retry number `failures`."
 #define RESET_DOC "reset($self)\n--\n\nCalled once at the start of every call_with_retry()."
 #define COMMON_METHODS                                                            \
@@ -1282,6 +1294,7 @@ static PyType_Spec specs[RBC_STRATEGY_COUNT] = {
     [RBC_EXPONENTIAL_WITH_JITTER] =
         SPEC("ExponentialWithJitterBackoff", CappedObject, exponential_with_jitter_slots),
 };
+/* clang-format on */
 
 /* ---------------------------------------------------------------------- */
 /* Module state                                                            */

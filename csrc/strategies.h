@@ -20,14 +20,14 @@ typedef struct {
     PyTypeObject *types[RBC_STRATEGY_COUNT];
     /* redis-py's classes: __eq__ accepts their instances, as theirs accept ours. */
     PyObject *redis_classes[RBC_STRATEGY_COUNT];
-    PyObject *abstract_backoff;      /* redis.backoff.AbstractBackoff */
-    PyObject *default_cap;           /* 0.512 */
-    PyObject *default_base;          /* 0.008 */
+    PyObject *abstract_backoff; /* redis.backoff.AbstractBackoff */
+    PyObject *default_cap;      /* 0.512 */
+    PyObject *default_base;     /* 0.008 */
     PyObject *int_zero;
     PyObject *int_two;
     PyObject *int_three;
-    PyObject *copyreg_newobj;        /* copyreg.__newobj__, for __reduce__ */
-    PyObject *str_cap;               /* interned "_cap", "_base", ... */
+    PyObject *copyreg_newobj; /* copyreg.__newobj__, for __reduce__ */
+    PyObject *str_cap;        /* interned "_cap", "_base", ... */
     PyObject *str_base;
     PyObject *str_backoff;
     PyObject *str_previous_backoff;
