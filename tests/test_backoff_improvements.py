@@ -6,6 +6,7 @@
   them, at construction for parameters;
 - a readable repr().
 """
+
 import math
 import random
 from decimal import Decimal
