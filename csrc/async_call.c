@@ -603,6 +603,22 @@ throw_inner(call_object *self, rbc_async_state *as, PyObject *const *args, Py_ss
     return fetch_stop_value(value) ? PYGEN_RETURN : PYGEN_ERROR;
 }
 
+/* An exception thrown in comes out of the await in redis-py's `except`
+ * block: the coroutine, resuming with it, chains it to its own handled
+ * exception (the error) as __context__, as a `raise` there would. */
+static void
+chain_to_handled(PyObject *handled)
+{
+    PyObject *raised = rbc_exc_fetch();
+    if (raised == NULL) {
+        return;
+    }
+    PyObject *previous = rbc_exc_begin_handling(handled);
+    PyErr_SetObject((PyObject *)Py_TYPE(raised), raised); /* context, cycle-safe */
+    rbc_exc_end_handling(previous);
+    Py_DECREF(raised);
+}
+
 static PySendResult
 throw_outcome(call_object *self, PyObject *const *args, Py_ssize_t nargs, PyObject **value)
 {
@@ -617,9 +633,15 @@ throw_outcome(call_object *self, PyObject *const *args, Py_ssize_t nargs, PyObje
         raise_thrown(args[0], nargs > 1 ? args[1] : NULL, nargs > 2 ? args[2] : NULL);
         return PYGEN_ERROR;
     case CALL_AWAIT_DO:
-    case CALL_AWAIT_FAIL:
-    case CALL_AWAIT_SLEEP:
         return run(self, throw_inner(self, &st->async, args, nargs, value), value);
+    case CALL_AWAIT_FAIL:
+    case CALL_AWAIT_SLEEP: {
+        PySendResult outcome = throw_inner(self, &st->async, args, nargs, value);
+        if (outcome == PYGEN_ERROR) {
+            chain_to_handled(self->error);
+        }
+        return run(self, outcome, value);
+    }
     default:
         PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
         return PYGEN_ERROR;
