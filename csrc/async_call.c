@@ -477,8 +477,10 @@ call_send(PyObject *op, PyObject *arg)
     return outcome_to_result(outcome, value, 0);
 }
 
-/* Raise what throw(typ[, val[, tb]]) describes, as generator.throw does. */
-static void
+/* Raise what throw(typ[, val[, tb]]) describes, as generator.throw does:
+ * 0 with it set, or -1 with a TypeError when the arguments are not an
+ * exception (then, as for a coroutine, nothing else happens). */
+static int
 raise_thrown(PyObject *typ, PyObject *val, PyObject *tb)
 {
     if (tb == Py_None) {
@@ -486,7 +488,7 @@ raise_thrown(PyObject *typ, PyObject *val, PyObject *tb)
     }
     if (tb != NULL && !PyTraceBack_Check(tb)) {
         PyErr_SetString(PyExc_TypeError, "throw() third argument must be a traceback object");
-        return;
+        return -1;
     }
     PyObject *error;
     if (PyExceptionClass_Check(typ)) {
@@ -512,7 +514,7 @@ raise_thrown(PyObject *typ, PyObject *val, PyObject *tb)
     else if (PyExceptionInstance_Check(typ)) {
         if (val != NULL && val != Py_None) {
             PyErr_SetString(PyExc_TypeError, "instance exception may not have a separate value");
-            return;
+            return -1;
         }
         error = Py_NewRef(typ);
     }
@@ -520,16 +522,17 @@ raise_thrown(PyObject *typ, PyObject *val, PyObject *tb)
         PyErr_Format(PyExc_TypeError,
                      "exceptions must be classes or instances deriving from BaseException, not %s",
                      Py_TYPE(typ)->tp_name);
-        return;
+        return -1;
     }
     if (error == NULL) {
-        return;
+        return 0; /* the exception's constructor raised: that is thrown */
     }
     if (tb != NULL && PyException_SetTraceback(error, tb) < 0) {
         Py_DECREF(error);
-        return;
+        return 0;
     }
     rbc_exc_restore(error);
+    return 0;
 }
 
 /* The StopIteration that the awaited iterator's throw() raised on
@@ -580,7 +583,7 @@ throw_inner(call_object *self, rbc_async_state *as, PyObject *const *args, Py_ss
         int closed = close_inner(as, inner);
         Py_DECREF(inner);
         if (closed == 0) {
-            raise_thrown(typ, val, tb);
+            (void)raise_thrown(typ, val, tb);
         }
         return PYGEN_ERROR;
     }
@@ -589,7 +592,7 @@ throw_inner(call_object *self, rbc_async_state *as, PyObject *const *args, Py_ss
     if (found <= 0) {
         Py_DECREF(inner);
         if (found == 0) {
-            raise_thrown(typ, val, tb);
+            (void)raise_thrown(typ, val, tb);
         }
         return PYGEN_ERROR;
     }
@@ -629,8 +632,9 @@ throw_outcome(call_object *self, PyObject *const *args, Py_ssize_t nargs, PyObje
     switch (self->phase) {
     case CALL_CREATED:
         /* Raised before the first line: nothing runs, the coroutine ends. */
-        finish(self);
-        raise_thrown(args[0], nargs > 1 ? args[1] : NULL, nargs > 2 ? args[2] : NULL);
+        if (raise_thrown(args[0], nargs > 1 ? args[1] : NULL, nargs > 2 ? args[2] : NULL) == 0) {
+            finish(self);
+        }
         return PYGEN_ERROR;
     case CALL_AWAIT_DO:
         return run(self, throw_inner(self, &st->async, args, nargs, value), value);
