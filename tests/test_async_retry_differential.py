@@ -3,8 +3,7 @@ the same event sequence on redis-py's coroutine and on the C awaitable."""
 
 import pytest
 from async_scenarios import ERRORS, Scenario, play
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 steps = st.sampled_from(["ok", "conn", "timeout", "sub", "foreign", "kbi"])
 
