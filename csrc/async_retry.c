@@ -122,10 +122,11 @@ static PyMethodDef async_retry_methods[] = {
 };
 
 static PyType_Slot async_retry_slots[] = {
-    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=(ConnectionError, TimeoutError))\n--\n\n"
+    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=...)\n--\n\n"
                         "Retry an awaited operation up to `retries` times (forever when < 0)\n"
-                        "after an error in `supported_errors`, sleeping\n"
-                        "backoff.compute(failures) seconds with asyncio.sleep."},
+                        "after an error in `supported_errors` (default: redis ConnectionError\n"
+                        "and TimeoutError), awaiting asyncio.sleep(backoff.compute(failures))\n"
+                        "between tries."},
     {Py_tp_new, async_retry_new},
     {Py_tp_init, async_retry_init},
     {Py_tp_repr, rbc_retry_repr},
@@ -133,6 +134,7 @@ static PyType_Slot async_retry_slots[] = {
     {Py_tp_richcompare, async_retry_richcompare},
     {Py_tp_methods, async_retry_methods},
     {Py_tp_getset, rbc_retry_getset},
+    {Py_tp_members, rbc_retry_members},
     {Py_tp_traverse, rbc_retry_obj_traverse},
     {Py_tp_clear, rbc_retry_obj_clear},
     {Py_tp_dealloc, rbc_retry_obj_dealloc},
