@@ -724,9 +724,18 @@ PyObject *
 rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail,
                    PyObject *is_retryable, PyObject *with_failure_count)
 {
-    call_object *self = PyObject_GC_New(call_object, st->async.Call_type);
-    if (self == NULL) {
-        return NULL;
+    rbc_async_state *as = &st->async;
+    call_object *self;
+    if (as->free_calls_count > 0) {
+        /* Memory of a finished one: only the object header to set again. */
+        self = (call_object *)as->free_calls[--as->free_calls_count];
+        (void)PyObject_Init((PyObject *)self, as->Call_type);
+    }
+    else {
+        self = PyObject_GC_New(call_object, as->Call_type);
+        if (self == NULL) {
+            return NULL;
+        }
     }
     self->retry = Py_NewRef(retry);
     self->do_ = Py_NewRef(do_);
@@ -799,14 +808,33 @@ call_finalize(PyObject *op)
 static void
 call_dealloc(PyObject *op)
 {
-    if (PyObject_CallFinalizerFromDealloc(op) < 0) {
+    /* A finished awaitable (the usual case) has nothing to finalize: skip
+     * the finalizer protocol's resurrection dance. */
+    if (CALL(op)->phase != CALL_DONE && PyObject_CallFinalizerFromDealloc(op) < 0) {
         return; /* resurrected by the finalizer */
     }
     PyTypeObject *type = Py_TYPE(op);
     PyObject_GC_UnTrack(op);
     (void)call_clear(op);
-    type->tp_free(op);
+    /* An awaitable lives for one call_with_retry: keep its memory for the
+     * next, unless the module is being cleared (Call_type gone). */
+    rbc_state *st = (rbc_state *)PyType_GetModuleState(type);
+    rbc_async_state *as = st != NULL ? &st->async : NULL;
+    if (as != NULL && as->Call_type == type && as->free_calls_count < RBC_CALL_FREE_LIST_SIZE) {
+        as->free_calls[as->free_calls_count++] = op;
+    }
+    else {
+        type->tp_free(op);
+    }
     Py_DECREF(type);
+}
+
+void
+rbc_async_call_free_list_clear(rbc_async_state *as)
+{
+    while (as->free_calls_count > 0) {
+        PyObject_GC_Del(as->free_calls[--as->free_calls_count]);
+    }
 }
 
 static PyObject *

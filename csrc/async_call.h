@@ -7,10 +7,15 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "async_retry.h"
+
 struct rbc_state;
 
 /* Creates the awaitable type into st->async.Call_type. */
 int rbc_async_call_init(struct rbc_state *st, PyObject *module);
+
+/* Frees the memory kept for reuse (module clear). */
+void rbc_async_call_free_list_clear(rbc_async_state *as);
 
 /* A new awaitable that will run call_with_retry on `retry` (an asyncio
  * Retry object) when first sent to.  is_retryable may be None. */

@@ -191,6 +191,7 @@ rbc_async_traverse(rbc_async_state *as, visitproc visit, void *arg)
 void
 rbc_async_clear(rbc_async_state *as)
 {
+    rbc_async_call_free_list_clear(as);
     Py_CLEAR(as->AsyncRetry_type);
     Py_CLEAR(as->Call_type);
     rbc_retry_flavor_clear(&as->flavor);
