@@ -817,10 +817,13 @@ call_dealloc(PyObject *op)
     PyObject_GC_UnTrack(op);
     (void)call_clear(op);
     /* An awaitable lives for one call_with_retry: keep its memory for the
-     * next, unless the module is being cleared (Call_type gone). */
+     * next, unless the module is being cleared (Call_type gone) or the
+     * finalizer ran (its "finalized" mark would stay on the memory, and
+     * the next object's finalizer would never run). */
     rbc_state *st = (rbc_state *)PyType_GetModuleState(type);
     rbc_async_state *as = st != NULL ? &st->async : NULL;
-    if (as != NULL && as->Call_type == type && as->free_calls_count < RBC_CALL_FREE_LIST_SIZE) {
+    if (as != NULL && as->Call_type == type && as->free_calls_count < RBC_CALL_FREE_LIST_SIZE
+        && !PyObject_GC_IsFinalized(op)) {
         as->free_calls[as->free_calls_count++] = op;
     }
     else {

@@ -305,3 +305,20 @@ def test_gc_tracks_the_awaitable(c_impl):
     assert any(getattr(r, "__self__", None) is not None for r in referents)
     awaitable.close()
     assert sys.getrefcount(awaitable) >= 2
+
+
+def test_every_never_awaited_one_warns_after_reuse(impl):
+    # Finished, closed and finalized awaitables come and go before each
+    # never-awaited one: each of those still warns exactly once.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(40):
+            finish(new_call(impl, Log()))
+            new_call(impl, Log()).close()
+            suspended = new_call(impl, Log())
+            suspended.send(None)
+            del suspended  # finalized: closed
+            new_call(impl, Log())
+            gc.collect(0)
+    never = [w for w in caught if "was never awaited" in str(w.message)]
+    assert len(never) == 40
