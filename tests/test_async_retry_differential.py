@@ -3,7 +3,7 @@ the same event sequence on redis-py's coroutine and on the C awaitable."""
 
 import pytest
 from async_scenarios import ERRORS, Scenario, play
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 steps = st.sampled_from(["ok", "conn", "timeout", "sub", "foreign", "kbi"])
 
@@ -22,14 +22,15 @@ scenarios = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
+# The fixtures are plain module namespaces, the same for every example.
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(scenario=scenarios)
-def test_random_scenarios_match_redis_py(scenario):
-    from conftest import IMPLEMENTATIONS
-
+def test_random_scenarios_match_redis_py(reference, c_impl, scenario):
     with pytest.MonkeyPatch.context() as monkeypatch:
-        theirs = play(IMPLEMENTATIONS["redis-py"], scenario, monkeypatch)
-        ours = play(IMPLEMENTATIONS["c"], scenario, monkeypatch)
+        theirs = play(reference, scenario, monkeypatch)
+        ours = play(c_impl, scenario, monkeypatch)
     assert ours == theirs
 
 
