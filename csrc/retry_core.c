@@ -1069,7 +1069,7 @@ rbc_retry_repr(PyObject *self)
     rbc_retry_object *me = RETRY(self);
     PyObject *fields[3] = {field_or_none(me->backoff), field_or_none(me->retries),
                            field_or_none(me->supported_errors)};
-    PyObject *repr = PyUnicode_FromFormat("%s(backoff=%R, retries=%R, supported_errors=%R)",
+    PyObject *repr = PyUnicode_FromFormat("%s(%R, %R, supported_errors=%R)",
                                           name, fields[0], fields[1], fields[2]);
     for (int i = 0; i < 3; i++) {
         Py_DECREF(fields[i]);
