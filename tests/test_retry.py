@@ -621,6 +621,15 @@ def test_deepcopy_keeps_shared_backoff_shared(impl):
     assert copied[0]._backoff is not backoff
 
 
+def test_deepcopy_of_a_cycle_through_the_backoff(impl):
+    backoff = RecordingBackoff([])
+    retry = impl.retry.Retry(backoff, 1)
+    backoff.owner = retry
+    twin = copy.deepcopy(retry)
+    assert twin._backoff.owner is twin
+    assert twin._backoff is not backoff
+
+
 def test_deepcopy_of_a_user_backoff(impl):
     events = []
     retry = impl.retry.Retry(RecordingBackoff(events, (0.5, 1.0)), 2)
