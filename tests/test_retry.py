@@ -572,6 +572,14 @@ def test_equality_result_is_and_of_the_fields(impl):
     assert (impl.retry.Retry(Falsy(), 1) == left) == 0
 
 
+def test_package_exports_the_sync_retry():
+    import redis_backoff_c
+    import redis_backoff_c.retry
+
+    assert redis_backoff_c.Retry is redis_backoff_c.retry.Retry
+    assert redis_backoff_c.Retry is not redis.retry.Retry  # the C type, here
+
+
 def test_isinstance_of_redis_retry(impl):
     retry = impl.retry.Retry(impl.backoff.NoBackoff(), 1)
     assert isinstance(retry, redis.retry.Retry)
