@@ -14,7 +14,11 @@ import time
 import pytest
 import redis
 import redis.asyncio
-from test_retry_redis import FAULT_RETRY, assert_nothing_lost
+from test_retry_redis import (
+    FAULT_RETRY,
+    assert_nothing_lost,
+    redis_server as redis_server,  # the fixture, shared
+)
 
 import redis_backoff_c.asyncio.retry
 from redis_backoff_c.asyncio.retry import Retry
