@@ -52,18 +52,19 @@ typedef struct {
     PyObject *with_failure_count; /* its truth is read at each failure */
     PyObject *inner;              /* the iterator awaited now, or NULL */
     PyObject *error;              /* the error handled in the fail/sleep phases */
+    rbc_state *state;             /* the module's, alive as long as our type is */
     long long failures;
     call_phase phase;
-    int running; /* inside send/throw/close: re-entry is an error */
+    char running;   /* inside send/throw/close: re-entry is an error */
+    char finalized; /* tp_finalize ran: the memory is not reused */
 } call_object;
 
 #define CALL(op) ((call_object *)(op))
 
-static rbc_state *
+static inline rbc_state *
 call_state(call_object *self)
 {
-    /* Our own exact type (not subclassable): its module is ours. */
-    return (rbc_state *)PyType_GetModuleState(Py_TYPE(self));
+    return self->state;
 }
 
 /* The end of the coroutine: drop everything a finished frame drops. */
@@ -744,9 +745,11 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
     self->with_failure_count = Py_NewRef(with_failure_count);
     self->inner = NULL;
     self->error = NULL;
+    self->state = st;
     self->failures = 0;
     self->phase = CALL_CREATED;
     self->running = 0;
+    self->finalized = 0;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -781,6 +784,7 @@ static void
 call_finalize(PyObject *op)
 {
     call_object *self = CALL(op);
+    self->finalized = 1;
     if (self->phase == CALL_DONE || self->retry == NULL) {
         return;
     }
@@ -813,17 +817,20 @@ call_dealloc(PyObject *op)
     if (CALL(op)->phase != CALL_DONE && PyObject_CallFinalizerFromDealloc(op) < 0) {
         return; /* resurrected by the finalizer */
     }
+    call_object *self = CALL(op);
     PyTypeObject *type = Py_TYPE(op);
     PyObject_GC_UnTrack(op);
-    (void)call_clear(op);
+    if (self->phase != CALL_DONE) {
+        finish(self);
+    }
+    Py_CLEAR(self->retry);
     /* An awaitable lives for one call_with_retry: keep its memory for the
      * next, unless the module is being cleared (Call_type gone) or the
      * finalizer ran (its "finalized" mark would stay on the memory, and
      * the next object's finalizer would never run). */
-    rbc_state *st = (rbc_state *)PyType_GetModuleState(type);
-    rbc_async_state *as = st != NULL ? &st->async : NULL;
-    if (as != NULL && as->Call_type == type && as->free_calls_count < RBC_CALL_FREE_LIST_SIZE
-        && !PyObject_GC_IsFinalized(op)) {
+    rbc_async_state *as = &self->state->async;
+    if (as->Call_type == type && as->free_calls_count < RBC_CALL_FREE_LIST_SIZE
+        && !self->finalized) {
         as->free_calls[as->free_calls_count++] = op;
     }
     else {

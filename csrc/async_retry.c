@@ -28,12 +28,26 @@ static const char *const call_names[] = {"do", "fail", "is_retryable", "with_fai
 static int
 check_callable(PyObject *obj, const char *name)
 {
-    if (PyCallable_Check(obj)) {
+    if (Py_TYPE(obj)->tp_call != NULL) { /* PyCallable_Check, inline */
         return 0;
     }
     PyErr_Format(PyExc_TypeError, "call_with_retry() argument '%s' must be callable, not %.200s",
                  name, Py_TYPE(obj)->tp_name);
     return -1;
+}
+
+static PyMethodDef async_retry_methods[];
+
+/* The module state: one load for the exact type (known by its method
+ * table), the MRO walk for a Python subclass. */
+static inline rbc_state *
+fast_state_of(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    if (type->tp_methods == async_retry_methods) {
+        return (rbc_state *)PyModule_GetState(((PyHeapTypeObject *)type)->ht_module);
+    }
+    return rbc_retry_state_of(self);
 }
 
 /* Binds the arguments and returns the awaitable; nothing runs before it
@@ -53,7 +67,7 @@ call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (check_callable(values[0], "do") < 0 || check_callable(values[1], "fail") < 0) {
         return NULL;
     }
-    rbc_state *st = rbc_retry_state_of(self);
+    rbc_state *st = fast_state_of(self);
     if (st == NULL) {
         return NULL;
     }
