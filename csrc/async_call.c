@@ -433,15 +433,45 @@ call_am_send(PyObject *op, PyObject *arg, PyObject **value)
 }
 
 /* StopIteration(result) as a coroutine's return raises it: a tuple or an
- * exception result is the exception's single argument, never unpacked. */
+ * exception result is the exception's single argument, never unpacked.
+ * This is the cost of every `await` of ours that returns a value where the
+ * interpreter iterates instead of calling am_send (3.10, and 3.12+ for any
+ * awaitable that is not a native coroutine), so it is made cheap. */
 static void
 set_stop_iteration(PyObject *result)
 {
+#if PY_VERSION_HEX >= 0x030C0000
+    /* Every exception is created at once here: build the instance
+     * directly, as BaseException.__new__ and StopIteration.__init__ would
+     * leave it (args == (result,), value == result, the rest empty),
+     * without the generic call and argument parsing. */
+    PyObject *args = PyTuple_Pack(1, result);
+    if (args == NULL) {
+        return;
+    }
+    PyTypeObject *type = (PyTypeObject *)PyExc_StopIteration;
+    PyStopIterationObject *stop = (PyStopIterationObject *)type->tp_alloc(type, 0);
+    if (stop == NULL) {
+        Py_DECREF(args);
+        return;
+    }
+    stop->args = args;
+    stop->value = Py_NewRef(result);
+    PyErr_SetRaisedException((PyObject *)stop);
+#else
+    /* Before 3.12 the value can be raised unnormalised, as
+     * _PyGen_SetStopIterationValue does, except where the exception's
+     * constructor would unpack or adopt it. */
+    if (!PyTuple_Check(result) && !PyExceptionInstance_Check(result)) {
+        PyErr_SetObject(PyExc_StopIteration, result);
+        return;
+    }
     PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, result);
     if (stop != NULL) {
         PyErr_SetObject(PyExc_StopIteration, stop);
         Py_DECREF(stop);
     }
+#endif
 }
 
 /* The return value of send(), __next__() and throw() for an outcome. */
