@@ -12,6 +12,7 @@ one RuntimeWarning says why, and ``IMPLEMENTATION`` is "python".
 """
 
 from redis_backoff_c._impl import IMPLEMENTATION, get_random_source, set_random_source
+from redis_backoff_c._patch import PatchReport, is_patched, patch, patched, unpatch
 from redis_backoff_c.backoff import (
     DEFAULT_BASE,
     DEFAULT_CAP,
@@ -40,8 +41,13 @@ __all__ = [
     "FullJitterBackoff",
     "IMPLEMENTATION",
     "NoBackoff",
+    "PatchReport",
     "__version__",
     "default_backoff",
     "get_random_source",
+    "is_patched",
+    "patch",
+    "patched",
     "set_random_source",
+    "unpatch",
 ]
