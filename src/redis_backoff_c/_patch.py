@@ -467,8 +467,8 @@ def _keep_equality(records: list[_Record]) -> None:
     by_module: dict[str, dict[str, type]] = {}
     for qualified, original in _state.originals.items():
         if original in _state.forward:
-            module, _, name = qualified.rpartition(".")
-            by_module.setdefault(module, {})[name] = original
+            source, _, name = qualified.rpartition(".")
+            by_module.setdefault(source, {})[name] = original
     for module_name, names in by_module.items():
         module = sys.modules.get(module_name)
         if module is None:
