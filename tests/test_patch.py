@@ -13,6 +13,7 @@ import importlib
 import inspect
 import json
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -466,6 +467,22 @@ def test_a_name_bound_by_a_from_import_before_patch_keeps_its_object():
 
     assert bound_before is ORIGINAL["ExponentialBackoff"]
     assert bound_after is C["ExponentialBackoff"]
+
+
+def test_pickle_while_patched():
+    """Documented: pickle looks classes up by name, and the names are C."""
+    old = ORIGINAL["ExponentialBackoff"](cap=2.0, base=0.5)
+    data = pickle.dumps(ORIGINAL_RETRY(old, 3))
+    redis_backoff_c.patch()
+    with pytest.raises(pickle.PicklingError):
+        pickle.dumps(old)
+    loaded = pickle.loads(data)
+    assert type(loaded._backoff) is C["ExponentialBackoff"]
+    if C_RETRY is not None:
+        assert type(loaded) is C_RETRY
+    assert loaded == ORIGINAL_RETRY(old, 3)
+    redis_backoff_c.unpatch()
+    assert pickle.loads(pickle.dumps(old)) == old
 
 
 def test_subclasses_are_left_alone():

@@ -100,6 +100,11 @@ Limits
   False for a redis-py Retry built before patch() (the C objects remain
   instances of the redis-py classes, as virtual subclasses, so the other
   direction holds).
+- pickle finds a class by its module and name. While patched, a redis-py
+  object built before patch() cannot be pickled (``PicklingError``: its class
+  is no longer ``redis.backoff.ExponentialBackoff``); data pickled from
+  redis-py objects unpickles to the C objects. After unpatch() both work as
+  before.
 - unpatch() turns the C objects that redis-py built as defaults *while*
   patched (in a module imported after patch()) into equal redis-py objects:
   there was no earlier object to restore.
