@@ -263,9 +263,11 @@ static PyMethodDef retry_methods[] = {
 };
 
 static PyType_Slot retry_slots[] = {
-    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=(ConnectionError, TimeoutError, socket.timeout))\n--\n\n"
+    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=...)\n--\n\n"
                         "Retry an operation up to `retries` times (forever when < 0) after an\n"
-                        "error in `supported_errors`, sleeping backoff.compute(failures) seconds."},
+                        "error in `supported_errors` (default: redis ConnectionError and\n"
+                        "TimeoutError, socket.timeout), sleeping backoff.compute(failures)\n"
+                        "seconds between tries."},
     {Py_tp_new, retry_new},
     {Py_tp_init, retry_init},
     {Py_tp_repr, rbc_retry_repr},
@@ -273,6 +275,7 @@ static PyType_Slot retry_slots[] = {
     {Py_tp_richcompare, retry_richcompare},
     {Py_tp_methods, retry_methods},
     {Py_tp_getset, rbc_retry_getset},
+    {Py_tp_members, rbc_retry_members},
     {Py_tp_traverse, rbc_retry_obj_traverse},
     {Py_tp_clear, rbc_retry_obj_clear},
     {Py_tp_dealloc, rbc_retry_obj_dealloc},

@@ -3,6 +3,8 @@
 #include "args.h"
 #include "retry_core.h"
 
+#include <stddef.h>
+
 #define RETRY(op) ((rbc_retry_object *)(op))
 
 /* ---------------------------------------------------------------------- */
@@ -393,6 +395,9 @@ rbc_retry_obj_dealloc(PyObject *self)
 {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    if (RETRY(self)->weakreflist != NULL) {
+        PyObject_ClearWeakRefs(self);
+    }
     (void)rbc_retry_obj_clear(self);
     type->tp_free(self);
     Py_DECREF(type);
@@ -481,6 +486,11 @@ errors_set(PyObject *self, PyObject *value, void *closure)
     return 0;
 }
 
+PyMemberDef rbc_retry_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(rbc_retry_object, weakreflist), READONLY, NULL},
+    {NULL},
+};
+
 PyGetSetDef rbc_retry_getset[] = {
     {"_backoff", backoff_get, backoff_set, "the backoff strategy", NULL},
     {"_retries", retries_get, retries_set, "retries after the first failure; < 0: forever", NULL},
@@ -495,8 +505,14 @@ rbc_retry_get_retries(PyObject *self, PyObject *unused)
 }
 
 PyObject *
-rbc_retry_update_retries(PyObject *self, PyObject *value)
+rbc_retry_update_retries(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames)
 {
+    static const char *const names[] = {"value"};
+    PyObject *value = NULL;
+    if (rbc_bind_args("update_retries", names, 1, args, nargs, kwnames, &value) < 0) {
+        return NULL;
+    }
     if (store_retries(self, value, "update_retries", "value") < 0) {
         return NULL;
     }
@@ -506,8 +522,15 @@ rbc_retry_update_retries(PyObject *self, PyObject *value)
 /* tuple(set(self._supported_errors + tuple(specified_errors))): the same
  * insertions into a set, so the same order as redis-py's. */
 PyObject *
-rbc_retry_update_supported_errors(PyObject *self, PyObject *specified)
+rbc_retry_update_supported_errors(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
 {
+    static const char *const names[] = {"specified_errors"};
+    PyObject *specified = NULL;
+    if (rbc_bind_args("update_supported_errors", names, 1, args, nargs, kwnames, &specified)
+        < 0) {
+        return NULL;
+    }
     PyObject *added = checked_errors("update_supported_errors", "specified_errors", specified);
     if (added == NULL) {
         return NULL;
@@ -1060,13 +1083,17 @@ rbc_retry_repr(PyObject *self)
 int
 rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
 {
-    PyObject *backoff = field_or_none(self->backoff);
+    /* A C strategy's reset runs no Python code: the field can be borrowed,
+     * and only DecorrelatedJitterBackoff has state to reset. */
+    PyObject *backoff = self->backoff != NULL ? self->backoff : Py_None;
     int kind = rbc_plain_strategy_kind(&st->strategies, backoff);
     if (kind >= 0) {
-        rbc_strategy_reset(st, backoff, kind);
-        Py_DECREF(backoff);
+        if (kind == RBC_DECORRELATED_JITTER) {
+            rbc_strategy_reset(st, backoff, kind);
+        }
         return 0;
     }
+    Py_INCREF(backoff);
     PyObject *result = PyObject_CallMethodNoArgs(backoff, core_of(st)->str_reset);
     Py_DECREF(backoff);
     if (result == NULL) {

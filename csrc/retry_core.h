@@ -38,6 +38,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* PyMemberDef before 3.12 */
 
 struct rbc_state;
 
@@ -49,6 +50,7 @@ typedef struct {
     long long retries_value;    /* its value, clamped to long long */
     PyObject *supported_errors; /* _supported_errors: tuple of exception classes */
     PyObject *errors_set;       /* frozenset(supported_errors), built on demand */
+    PyObject *weakreflist;      /* weakref.ref(retry) works, as on redis-py's */
 } rbc_retry_object;
 
 /* What distinguishes the sync Retry from the asyncio one. */
@@ -107,14 +109,18 @@ int rbc_retry_obj_traverse(PyObject *self, visitproc visit, void *arg);
 int rbc_retry_obj_clear(PyObject *self);
 void rbc_retry_obj_dealloc(PyObject *self);
 
-/* tp_getset for _backoff, _retries, _supported_errors. */
+/* tp_getset for _backoff, _retries, _supported_errors; tp_members for
+ * __weaklistoffset__. */
 extern PyGetSetDef rbc_retry_getset[];
+extern PyMemberDef rbc_retry_members[];
 /* Methods shared by both flavors; RBC_RETRY_COMMON_METHODS lists them as
  * PyMethodDef entries for the type's method table. */
 PyObject *rbc_retry_get_retries(PyObject *self, PyObject *unused);
-PyObject *rbc_retry_update_retries(PyObject *self, PyObject *value);
+PyObject *rbc_retry_update_retries(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames);
 /* tuple(set(self._supported_errors + tuple(specified_errors))) */
-PyObject *rbc_retry_update_supported_errors(PyObject *self, PyObject *specified);
+PyObject *rbc_retry_update_supported_errors(PyObject *self, PyObject *const *args,
+                                            Py_ssize_t nargs, PyObject *kwnames);
 /* copy.copy: shares the fields.  copy.deepcopy: the copy gets its own
  * backoff (a direct C copy for unmodified C strategies), memo honoured. */
 PyObject *rbc_retry_copy(PyObject *self, PyObject *unused);
@@ -127,10 +133,13 @@ PyObject *rbc_retry_setstate(PyObject *self, PyObject *state);
 #define RBC_RETRY_COMMON_METHODS                                                  \
     {"get_retries", rbc_retry_get_retries, METH_NOARGS,                           \
      "get_retries($self, /)\n--\n\nThe number of retries (< 0: forever)."},      \
-    {"update_retries", rbc_retry_update_retries, METH_O,                          \
-     "update_retries($self, value, /)\n--\n\nSet the number of retries."},        \
-    {"update_supported_errors", rbc_retry_update_supported_errors, METH_O,        \
-     "update_supported_errors($self, specified_errors, /)\n--\n\n"                \
+    {"update_retries", (PyCFunction)(void (*)(void))rbc_retry_update_retries,     \
+     METH_FASTCALL | METH_KEYWORDS,                                               \
+     "update_retries($self, value)\n--\n\nSet the number of retries."},        \
+    {"update_supported_errors",                                                   \
+     (PyCFunction)(void (*)(void))rbc_retry_update_supported_errors,              \
+     METH_FASTCALL | METH_KEYWORDS,                                               \
+     "update_supported_errors($self, specified_errors)\n--\n\n"                \
      "Add exception classes to those retried (the union, kept a tuple)."},        \
     {"__copy__", rbc_retry_copy, METH_NOARGS, NULL},                              \
     {"__deepcopy__", rbc_retry_deepcopy, METH_O, NULL},                           \
