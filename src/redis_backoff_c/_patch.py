@@ -107,7 +107,14 @@ Limits
   before.
 - unpatch() turns the C objects that redis-py built as defaults *while*
   patched (in a module imported after patch()) into equal redis-py objects:
-  there was no earlier object to restore.
+  there was no earlier object to restore. It does so for any C strategy or
+  Retry it finds in those places of a ``redis.*`` module, and for names there
+  bound to a C class, whoever put them there.
+- The drop-in modules are imported by patch() (``redis_backoff_c.retry``,
+  ``redis_backoff_c.asyncio.retry``) when their redis-py module is imported;
+  importing ``redis_backoff_c`` itself imports ``redis`` (hence client,
+  connection, cluster, sentinel and ``redis.asyncio``), so "patch() before
+  import redis" means patch() before the modules ``import redis`` leaves out.
 """
 
 from __future__ import annotations
