@@ -141,8 +141,10 @@ PyObject *rbc_retry_setstate(PyObject *self, PyObject *state);
      METH_FASTCALL | METH_KEYWORDS,                                               \
      "update_supported_errors($self, specified_errors)\n--\n\n"                \
      "Add exception classes to those retried (the union, kept a tuple)."},        \
-    {"__copy__", rbc_retry_copy, METH_NOARGS, NULL},                              \
-    {"__deepcopy__", rbc_retry_deepcopy, METH_O, NULL},                           \
+    {"__copy__", rbc_retry_copy, METH_NOARGS,                                 \
+     "__copy__($self, /)\n--\n\nA Retry sharing this one's backoff."},          \
+    {"__deepcopy__", rbc_retry_deepcopy, METH_O,                              \
+     "__deepcopy__($self, memo, /)\n--\n\nA Retry with its own copy of the backoff."}, \
     {"__reduce__", rbc_retry_reduce, METH_NOARGS, NULL},                          \
     {"__setstate__", rbc_retry_setstate, METH_O, NULL}
 /* clang-format on */
