@@ -21,14 +21,10 @@ import redis.backoff
 import redis.connection
 import redis.exceptions
 import redis.retry
+from redis_server import RedisServer
 
 import redis_backoff_c
 import redis_backoff_c.backoff
-
-try:  # tests/integration may become a package
-    from ._patch_server import RedisServer
-except ImportError:
-    from _patch_server import RedisServer
 
 pytestmark = pytest.mark.skipif(
     redis_backoff_c.IMPLEMENTATION != "c", reason="patch() is a no-op without the C extension"
@@ -58,10 +54,19 @@ needs_c_async_retry = pytest.mark.xfail(
 )
 
 
+HOST = "127.0.0.1"
+
+
 @pytest.fixture(scope="module")
-def server():
-    with RedisServer() as running:
+def server(tmp_path_factory):
+    """One redis-server (tests/redis_server.py) for the module: these tests
+    never kill it."""
+    running = RedisServer(tmp_path_factory.mktemp("patch-redis"))
+    running.start()
+    try:
         yield running
+    finally:
+        running.stop()
 
 
 @pytest.fixture
@@ -82,7 +87,7 @@ def client(server, patched):
     made = []
 
     def make(**kwargs):
-        made.append(redis.Redis(host=server.host, port=server.port, **kwargs))
+        made.append(redis.Redis(host=HOST, port=server.port, **kwargs))
         return made[-1]
 
     yield make
@@ -92,7 +97,7 @@ def client(server, patched):
 
 @pytest.fixture
 def admin(server):
-    connection = redis.Redis(host=server.host, port=server.port)
+    connection = redis.Redis(host=HOST, port=server.port)
     yield connection
     connection.client_unpause()
     connection.close()
@@ -165,7 +170,7 @@ def test_a_killed_connection_is_retried_transparently(client, admin):
 
 def test_asyncio_client_commands(server, patched):
     async def main():
-        r = redis.asyncio.Redis(host=server.host, port=server.port)
+        r = redis.asyncio.Redis(host=HOST, port=server.port)
         try:
             backoff = r.get_retry()._backoff
             assert type(backoff) is redis_backoff_c.backoff.ExponentialWithJitterBackoff
@@ -180,7 +185,7 @@ def test_asyncio_client_commands(server, patched):
 @needs_c_async_retry
 def test_asyncio_client_runs_a_c_retry(server, patched):
     async def main():
-        r = redis.asyncio.Redis(host=server.host, port=server.port)
+        r = redis.asyncio.Redis(host=HOST, port=server.port)
         try:
             assert type(r.get_retry()) is C_ASYNC_RETRY
             assert await r.ping()
@@ -194,7 +199,7 @@ def test_asyncio_client_runs_a_c_retry(server, patched):
 def test_asyncio_parse_response_fails_once(server, patched):
     async def main():
         r = redis.asyncio.Redis(
-            host=server.host,
+            host=HOST,
             port=server.port,
             retry=redis.asyncio.retry.Retry(_strategy("NoBackoff"), 3),
         )
@@ -262,7 +267,7 @@ def test_retry_on_timeout(server, patched, admin):
             supported_errors=(redis.exceptions.ConnectionError,),
         )
         return redis.ConnectionPool(
-            host=server.host,
+            host=HOST,
             port=server.port,
             socket_timeout=0.2,
             retry=retry,
@@ -367,7 +372,7 @@ def test_the_retry_count_is_honoured_exactly(client, monkeypatch, retries):
 
 
 def test_a_client_built_before_patch_keeps_working(server):
-    r = redis.Redis(host=server.host, port=server.port)
+    r = redis.Redis(host=HOST, port=server.port)
     try:
         assert r.set("patch:before", "1")
         with redis_backoff_c.patched():
