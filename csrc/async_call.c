@@ -110,14 +110,16 @@ is_iterable_coroutine(PyObject *obj)
     if (!PyGen_CheckExact(obj)) {
         return 0;
     }
-    /* Rare (legacy generator-based coroutines): gi_code costs a lookup. */
-    PyObject *code = PyObject_GetAttrString(obj, "gi_code");
-    if (code == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    int flags = PyCode_Check(code) ? ((PyCodeObject *)code)->co_flags : 0;
+    /* The generator's code flags, read without an attribute lookup. */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyCodeObject *code = PyGen_GetCode((PyGenObject *)obj);
+    int flags = code->co_flags;
     Py_DECREF(code);
+#elif PY_VERSION_HEX >= 0x030B0000
+    int flags = ((PyGenObject *)obj)->gi_code->co_flags;
+#else
+    int flags = ((PyCodeObject *)((PyGenObject *)obj)->gi_code)->co_flags;
+#endif
     return (flags & CO_ITERABLE_COROUTINE) != 0;
 }
 

@@ -322,3 +322,35 @@ def test_every_never_awaited_one_warns_after_reuse(impl):
             gc.collect(0)
     never = [w for w in caught if "was never awaited" in str(w.message)]
     assert len(never) == 40
+
+
+def test_awaiting_generator_based_awaitables_does_not_grow_memory(c_impl):
+    # A class whose __await__ is a generator: the check for generator-based
+    # coroutines once leaked a string per await.
+    import tracemalloc
+
+    class Ready:
+        def __await__(self):
+            yield
+            return "ok"
+
+    async def fail(error):
+        pass
+
+    retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 1)
+
+    def rounds(count):
+        for _ in range(count):
+            assert finish(retry.call_with_retry(Ready, fail)) == "ok"
+
+    rounds(50)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        rounds(1000)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 10_000, grown
