@@ -324,33 +324,30 @@ def test_every_never_awaited_one_warns_after_reuse(impl):
     assert len(never) == 40
 
 
-def test_awaiting_generator_based_awaitables_does_not_grow_memory(c_impl):
-    # A class whose __await__ is a generator: the check for generator-based
-    # coroutines once leaked a string per await.
+@pytest.mark.parametrize("kind", ["do", "fail"])
+def test_generator_based_awaitables_do_not_grow_memory(c_impl, kind):
+    # Awaiting objects whose __await__ is a generator, in the scenario
+    # harness: looking their code flags up by attribute name once made this
+    # grow by a small object per run (seen with tracemalloc, 3.11).
     import tracemalloc
 
-    class Ready:
-        def __await__(self):
-            yield
-            return "ok"
+    from async_scenarios import Scenario, play
 
-    async def fail(error):
-        pass
+    scenario = Scenario(("conn", "ok"), **{f"{kind}_kind": "object"})
 
-    retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 1)
-
-    def rounds(count):
+    def runs(count):
         for _ in range(count):
-            assert finish(retry.call_with_retry(Ready, fail)) == "ok"
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                play(c_impl, scenario, monkeypatch)
 
-    rounds(50)
+    runs(20)
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        rounds(1000)
+        runs(300)
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert grown < 10_000, grown
+    assert grown < 8_000, grown
