@@ -33,7 +33,7 @@ replaces:
   dataclass fields. Each is replaced by an equal C object (checked with ``==``)
   built with the same parameters; one object held in several places becomes
   one C object held in the same places. A redis-py Retry that has no C
-  replacement (the asyncio one, until it exists) keeps its identity and gets
+  replacement (none today; a future class without one) keeps its identity and gets
   a C strategy as its ``_backoff``.
 
 So ``redis.Redis()`` with no ``retry`` argument runs a C Retry holding a C

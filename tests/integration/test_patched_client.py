@@ -44,14 +44,6 @@ def _c_retry(module_name, original):
 
 C_RETRY = _c_retry("redis_backoff_c.retry", ORIGINAL_RETRY)
 C_ASYNC_RETRY = _c_retry("redis_backoff_c.asyncio.retry", ORIGINAL_ASYNC_RETRY)
-needs_c_retry = pytest.mark.xfail(
-    C_RETRY is None, reason="redis_backoff_c.retry.Retry (C) does not exist yet", strict=True
-)
-needs_c_async_retry = pytest.mark.xfail(
-    C_ASYNC_RETRY is None,
-    reason="redis_backoff_c.asyncio.retry.Retry (C) does not exist yet",
-    strict=True,
-)
 
 
 HOST = "127.0.0.1"
@@ -145,7 +137,6 @@ def test_commands_with_the_default_retry(client):
         r.connection_pool.release(connection)
 
 
-@needs_c_retry
 def test_default_retry_is_c_and_equal_to_redis_py_default(client, patched):
     r = client()
     assert type(r.get_retry()) is C_RETRY
@@ -182,7 +173,6 @@ def test_asyncio_client_commands(server, patched):
     assert asyncio.run(main()) == b"v"
 
 
-@needs_c_async_retry
 def test_asyncio_client_runs_a_c_retry(server, patched):
     async def main():
         r = redis.asyncio.Redis(host=HOST, port=server.port)
@@ -226,7 +216,6 @@ def test_asyncio_parse_response_fails_once(server, patched):
 # --- redis-py's retry behaviour, patched --------------------------------------
 
 
-@needs_c_retry
 def test_retries_are_c_objects_built_by_redis_py(client):
     r = client(retry=redis.retry.Retry(_strategy("ConstantBackoff", 0.001), 2))
     assert type(r.get_retry()) is C_RETRY
