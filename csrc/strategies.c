@@ -313,6 +313,44 @@ generic_uniform(rbc_state *st, PyObject *a, PyObject *b)
     return PyFloat_FromDouble(out);
 }
 
+/* The upper bound of a jittered draw, made safe for the float arithmetic of
+ * random.uniform and of `/ 2`: an int or Fraction bound past the float
+ * range (base * 2**failures with a negative or exact base, an infinite or
+ * exact cap) is the float infinity of its sign, what the formula gives in
+ * floats, where Python would raise OverflowError.  Any other bound is kept
+ * as it is.  New reference. */
+static PyObject *
+bound_in_float_range(rbc_strategies_state *ss, PyObject *high)
+{
+    double value;
+    if (PyLong_Check(high)) {
+        value = PyLong_AsDouble(high);
+    }
+    else if (PyObject_TypeCheck(high, ss->fraction_type)) {
+        PyObject *as_float = PyNumber_Float(high);
+        if (as_float != NULL) {
+            Py_DECREF(as_float);
+            return Py_NewRef(high);
+        }
+        value = -1.0;
+    }
+    else {
+        return Py_NewRef(high);
+    }
+    if (!(value == -1.0 && PyErr_Occurred())) {
+        return Py_NewRef(high);
+    }
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        return NULL;
+    }
+    PyErr_Clear();
+    int positive = PyObject_RichCompareBool(high, ss->int_zero, Py_GT);
+    if (positive < 0) {
+        return NULL;
+    }
+    return PyFloat_FromDouble(positive ? HUGE_VAL : -HUGE_VAL);
+}
+
 /* uniform(a, b) from doubles, falling back to a replaced random.uniform
  * called with the objects redis-py passes: a_obj, and b_obj or b as a float. */
 static PyObject *
@@ -371,6 +409,8 @@ capped_scaled_double(PyObject *cap, PyObject *base, PyObject *failures, double *
     return 1;
 }
 
+/* min(cap, base * 2**failures) with objects, as the bound of a jittered
+ * draw (see bound_in_float_range). */
 static PyObject *
 generic_capped_scaled(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
@@ -378,8 +418,13 @@ generic_capped_scaled(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fa
     if (scaled == NULL) {
         return NULL;
     }
-    PyObject *result = py_min(cap, scaled);
+    PyObject *high = py_min(cap, scaled);
     Py_DECREF(scaled);
+    if (high == NULL) {
+        return NULL;
+    }
+    PyObject *result = bound_in_float_range(&st->strategies, high);
+    Py_DECREF(high);
     return result;
 }
 
@@ -1328,6 +1373,20 @@ init_constants(rbc_strategies_state *ss)
     }
     ss->copyreg_newobj = PyObject_GetAttrString(copyreg, "__newobj__");
     Py_DECREF(copyreg);
+    PyObject *fractions = PyImport_ImportModule("fractions");
+    if (fractions == NULL) {
+        return -1;
+    }
+    ss->fraction_type = (PyTypeObject *)PyObject_GetAttrString(fractions, "Fraction");
+    Py_DECREF(fractions);
+    if (ss->fraction_type == NULL) {
+        return -1;
+    }
+    if (!PyType_Check(ss->fraction_type)) {
+        Py_CLEAR(ss->fraction_type);
+        PyErr_SetString(PyExc_ImportError, "fractions.Fraction is not a class");
+        return -1;
+    }
     ss->default_cap = PyFloat_FromDouble(0.512);
     ss->default_base = PyFloat_FromDouble(0.008);
     ss->int_zero = PyLong_FromLong(0);
@@ -1384,6 +1443,7 @@ rbc_strategies_traverse(rbc_strategies_state *ss, visitproc visit, void *arg)
     }
     Py_VISIT(ss->abstract_backoff);
     Py_VISIT(ss->copyreg_newobj);
+    Py_VISIT(ss->fraction_type);
     return 0;
 }
 
@@ -1396,6 +1456,7 @@ rbc_strategies_clear(rbc_strategies_state *ss)
     }
     Py_CLEAR(ss->abstract_backoff);
     Py_CLEAR(ss->copyreg_newobj);
+    Py_CLEAR(ss->fraction_type);
     Py_CLEAR(ss->default_cap);
     Py_CLEAR(ss->default_base);
     Py_CLEAR(ss->int_zero);
