@@ -1,10 +1,335 @@
-/* Placeholder until the synchronous Retry lands. */
+/* redis_backoff_c.retry.Retry: the synchronous Retry and its
+ * call_with_retry loop, built from the steps of retry_core.h. */
 #include "state.h"
+#include "args.h"
+#include "retry_core.h"
 
-int rbc_retry_init(struct rbc_state *st, PyObject *module) { return 0; }
-int rbc_retry_traverse(rbc_retry_state *rs, visitproc visit, void *arg)
+#define RETRY(op) ((rbc_retry_object *)(op))
+
+/* redis.retry.Retry's default supported_errors. */
+static const char *const default_error_names[] = {
+    "redis.exceptions:ConnectionError",
+    "redis.exceptions:TimeoutError",
+    "socket:timeout",
+    NULL,
+};
+
+static inline rbc_retry_state *
+retry_state_of(PyObject *self)
 {
-    Py_VISIT(rs->Retry_type);
+    rbc_state *st = rbc_retry_state_of(self);
+    return st == NULL ? NULL : &st->retry;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Sleeping                                                                */
+
+/* redis_backoff_c.retry.sleep(delay), looked up now (failure path only),
+ * so that a test can patch it as redis-py's tests patch redis.retry.sleep.
+ * It is time.sleep by default: the GIL is released and Ctrl-C interrupts
+ * it with KeyboardInterrupt. */
+static int
+sleep_for(rbc_retry_state *rs, PyObject *delay)
+{
+    PyObject *module = PyImport_GetModule(rs->sleep_module_name);
+    if (module == NULL) {
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        module = PyImport_Import(rs->sleep_module_name);
+        if (module == NULL) {
+            return -1;
+        }
+    }
+    PyObject *sleep = PyObject_GetAttr(module, rs->str_sleep);
+    Py_DECREF(module);
+    if (sleep == NULL) {
+        return -1;
+    }
+    PyObject *result = PyObject_CallOneArg(sleep, delay);
+    Py_DECREF(sleep);
+    if (result == NULL) {
+        return -1;
+    }
+    Py_DECREF(result);
     return 0;
 }
-void rbc_retry_clear(rbc_retry_state *rs) { Py_CLEAR(rs->Retry_type); }
+
+/* ---------------------------------------------------------------------- */
+/* call_with_retry                                                         */
+
+typedef struct {
+    PyObject *do_;
+    PyObject *fail;
+    PyObject *is_retryable;
+    PyObject *with_failure_count;
+} retry_call;
+
+/* One caught supported error, inside redis-py's `except` block: 1 to call
+ * do() again, 0 to raise the error, -1 when a callback raised. */
+static int
+handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyObject *error,
+             long long *failures)
+{
+    int go_on = rbc_retry_check_retryable(call->is_retryable, error);
+    if (go_on <= 0) {
+        return go_on;
+    }
+    *failures += 1;
+    PyObject *count = PyLong_FromLongLong(*failures);
+    if (count == NULL) {
+        return -1;
+    }
+    PyObject *result = rbc_retry_call_fail(call->fail, error, count, call->with_failure_count);
+    if (result == NULL) {
+        Py_DECREF(count);
+        return -1;
+    }
+    Py_DECREF(result);
+    if (rbc_retry_exhausted(self, *failures)) {
+        Py_DECREF(count);
+        return 0;
+    }
+    int should_sleep;
+    PyObject *delay = rbc_retry_next_delay(st, self, count, &should_sleep);
+    Py_DECREF(count);
+    if (delay == NULL) {
+        return -1;
+    }
+    int status = should_sleep ? sleep_for(&st->retry, delay) : 0;
+    Py_DECREF(delay);
+    return status < 0 ? -1 : 1;
+}
+
+static int
+check_callable(PyObject *obj, const char *name)
+{
+    if (PyCallable_Check(obj)) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "call_with_retry() argument '%s' must be callable, not %.200s",
+                 name, Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+static const char *const call_names[] = {"do", "fail", "is_retryable", "with_failure_count"};
+
+static int
+bind_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, retry_call *call)
+{
+    PyObject *values[4] = {NULL, NULL, Py_None, Py_False};
+    if (kwnames == NULL && nargs >= 2 && nargs <= 4) {
+        for (Py_ssize_t i = 0; i < nargs; i++) {
+            values[i] = args[i];
+        }
+    }
+    else if (rbc_bind_args("call_with_retry", call_names, 4, args, nargs, kwnames, values) < 0) {
+        return -1;
+    }
+    call->do_ = values[0];
+    call->fail = values[1];
+    call->is_retryable = values[2];
+    call->with_failure_count = values[3];
+    return check_callable(call->do_, "do") < 0 || check_callable(call->fail, "fail") < 0 ? -1 : 0;
+}
+
+static PyObject *
+call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    retry_call call;
+    if (bind_call(args, nargs, kwnames, &call) < 0) {
+        return NULL;
+    }
+    rbc_state *st = rbc_retry_state_of(self);
+    if (st == NULL) {
+        return NULL;
+    }
+    rbc_retry_object *me = RETRY(self);
+    if (rbc_retry_reset_backoff(st, me) < 0) {
+        return NULL;
+    }
+    long long failures = 0;
+    for (;;) {
+        PyObject *result = PyObject_CallNoArgs(call.do_);
+        if (result != NULL) {
+            return result;
+        }
+        PyObject *error = rbc_exc_fetch();
+        if (error == NULL) {
+            PyErr_SetString(PyExc_SystemError, "do() returned NULL without an exception");
+            return NULL;
+        }
+        if (!rbc_retry_catches(me, error)) {
+            rbc_exc_restore(error); /* KeyboardInterrupt, foreign errors: untouched */
+            return NULL;
+        }
+        PyObject *previous = rbc_exc_begin_handling(error);
+        int step = handle_error(st, me, &call, error, &failures);
+        rbc_exc_end_handling(previous);
+        if (step == 0) {
+            rbc_exc_restore(error);
+            return NULL;
+        }
+        Py_DECREF(error);
+        if (step < 0) {
+            return NULL;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* The type                                                                */
+
+static PyObject *
+retry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    rbc_state *st = rbc_state_from_type(type);
+    return st == NULL ? NULL : rbc_retry_new(&st->retry.flavor, type);
+}
+
+static int
+retry_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    rbc_retry_state *rs = retry_state_of(self);
+    return rs == NULL ? -1 : rbc_retry_init_args(&rs->flavor, self, args, kwds);
+}
+
+/* Vectorcall of the type: construction without tp_new + tp_init's tuple
+ * and dict.  A subclass (whose __init__ may differ) goes through them. */
+static PyObject *
+retry_type_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *module = ((PyHeapTypeObject *)type)->ht_module;
+    rbc_state *st = module != NULL && PyModule_GetDef(module) == &rbc_module_def
+                        ? (rbc_state *)PyModule_GetState(module)
+                        : NULL;
+    if (st != NULL && (PyTypeObject *)type == st->retry.Retry_type) {
+        return rbc_retry_vectorcall(&st->retry.flavor, type, args, nargsf, kwnames);
+    }
+    PyObject *tuple = PyTuple_New(PyVectorcall_NARGS(nargsf));
+    if (tuple == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
+    }
+    PyObject *kwargs = NULL;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        kwargs = PyDict_New();
+        for (Py_ssize_t k = 0; kwargs != NULL && k < PyTuple_GET_SIZE(kwnames); k++) {
+            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k),
+                               args[PyTuple_GET_SIZE(tuple) + k])
+                < 0) {
+                Py_CLEAR(kwargs);
+            }
+        }
+        if (kwargs == NULL) {
+            Py_DECREF(tuple);
+            return NULL;
+        }
+    }
+    PyObject *result = PyType_Type.tp_call(type, tuple, kwargs);
+    Py_DECREF(tuple);
+    Py_XDECREF(kwargs);
+    return result;
+}
+
+static PyObject *
+retry_richcompare(PyObject *self, PyObject *other, int op)
+{
+    rbc_retry_state *rs = retry_state_of(self);
+    return rs == NULL ? NULL : rbc_retry_richcompare(&rs->flavor, self, other, op);
+}
+
+static Py_hash_t
+retry_hash(PyObject *self)
+{
+    rbc_retry_state *rs = retry_state_of(self);
+    return rs == NULL ? -1 : rbc_retry_hash(&rs->flavor, self);
+}
+
+/* clang-format off */
+static PyMethodDef retry_methods[] = {
+    {"call_with_retry", (PyCFunction)(void (*)(void))call_with_retry,
+     METH_FASTCALL | METH_KEYWORDS,
+     "call_with_retry($self, /, do, fail, is_retryable=None, with_failure_count=False)\n--\n\n"
+     "Return do(); on an error in _supported_errors, call fail(error) (or\n"
+     "fail(error, failures)), sleep _backoff.compute(failures) seconds through\n"
+     "redis_backoff_c.retry.sleep and call do() again, up to _retries times\n"
+     "(forever when < 0); then raise the error. A falsy is_retryable(error)\n"
+     "raises it at once."},
+    RBC_RETRY_COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot retry_slots[] = {
+    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=...)\n--\n\n"
+                        "Retry an operation up to `retries` times (forever when < 0) after an\n"
+                        "error in `supported_errors` (default: redis ConnectionError and\n"
+                        "TimeoutError, socket.timeout), sleeping backoff.compute(failures)\n"
+                        "seconds between tries."},
+    {Py_tp_new, retry_new},
+    {Py_tp_init, retry_init},
+    {Py_tp_repr, rbc_retry_repr},
+    {Py_tp_hash, retry_hash},
+    {Py_tp_richcompare, retry_richcompare},
+    {Py_tp_methods, retry_methods},
+    {Py_tp_getset, rbc_retry_getset},
+    {Py_tp_members, rbc_retry_members},
+    {Py_tp_traverse, rbc_retry_obj_traverse},
+    {Py_tp_clear, rbc_retry_obj_clear},
+    {Py_tp_dealloc, rbc_retry_obj_dealloc},
+    {0, NULL},
+};
+/* clang-format on */
+
+static PyType_Spec retry_spec = {
+    .name = "redis_backoff_c.retry.Retry",
+    .basicsize = sizeof(rbc_retry_object),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = retry_slots,
+};
+
+/* ---------------------------------------------------------------------- */
+/* Module state                                                            */
+
+int
+rbc_retry_init(rbc_state *st, PyObject *module)
+{
+    rbc_retry_state *rs = &st->retry;
+    rs->flavor.name = "Retry";
+    rs->sleep_module_name = PyUnicode_InternFromString("redis_backoff_c.retry");
+    rs->str_sleep = PyUnicode_InternFromString("sleep");
+    if (rs->sleep_module_name == NULL || rs->str_sleep == NULL
+        || rbc_retry_core_init(&rs->core) < 0
+        || rbc_retry_flavor_init(&rs->flavor, "redis.retry", default_error_names) < 0) {
+        return -1;
+    }
+    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &retry_spec, NULL);
+    if (type == NULL) {
+        return -1;
+    }
+    type->tp_vectorcall = retry_type_vectorcall;
+    rs->Retry_type = type;
+    rs->flavor.type = (PyTypeObject *)Py_NewRef(type);
+    return PyModule_AddObjectRef(module, "Retry", (PyObject *)type);
+}
+
+int
+rbc_retry_traverse(rbc_retry_state *rs, visitproc visit, void *arg)
+{
+    Py_VISIT(rs->Retry_type);
+    int err = rbc_retry_flavor_traverse(&rs->flavor, visit, arg);
+    return err ? err : rbc_retry_core_traverse(&rs->core, visit, arg);
+}
+
+void
+rbc_retry_clear(rbc_retry_state *rs)
+{
+    Py_CLEAR(rs->Retry_type);
+    rbc_retry_flavor_clear(&rs->flavor);
+    rbc_retry_core_clear(&rs->core);
+    Py_CLEAR(rs->sleep_module_name);
+    Py_CLEAR(rs->str_sleep);
+}

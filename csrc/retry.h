@@ -5,8 +5,15 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "retry_core.h"
+
 typedef struct {
-    PyTypeObject *Retry_type;
+    PyTypeObject *Retry_type; /* the sync type, also flavor.type */
+    rbc_retry_flavor flavor;  /* redis.retry.Retry's family and defaults */
+    /* Shared with the asyncio Retry, which is initialised after this. */
+    rbc_retry_core_state core;
+    PyObject *sleep_module_name; /* "redis_backoff_c.retry" */
+    PyObject *str_sleep;         /* "sleep" */
 } rbc_retry_state;
 
 struct rbc_state;

@@ -624,6 +624,45 @@ rbc_strategy_reset(rbc_state *st, PyObject *backoff, int kind)
     }
 }
 
+/* A field deepcopy() returns as it is: an exact float, int or bool. */
+static inline int
+atomic_field(PyObject *obj)
+{
+    return PyFloat_CheckExact(obj) || PyLong_CheckExact(obj) || PyBool_Check(obj);
+}
+
+PyObject *
+rbc_strategy_atomic_copy(rbc_state *st, PyObject *backoff, int kind)
+{
+    PyTypeObject *type = Py_TYPE(backoff);
+    if (kind == RBC_CONSTANT || kind == RBC_NO_BACKOFF) {
+        if (!atomic_field(CONSTANT(backoff)->backoff)) {
+            return NULL;
+        }
+        PyObject *copy = type->tp_alloc(type, 0);
+        if (copy == NULL) {
+            return NULL;
+        }
+        CONSTANT(copy)->backoff = Py_NewRef(CONSTANT(backoff)->backoff);
+        return copy;
+    }
+    if (!atomic_field(CAPPED(backoff)->cap) || !atomic_field(CAPPED(backoff)->base)
+        || (kind == RBC_DECORRELATED_JITTER
+            && !atomic_field(DECORRELATED(backoff)->previous))) {
+        return NULL;
+    }
+    PyObject *copy = type->tp_alloc(type, 0);
+    if (copy == NULL) {
+        return NULL;
+    }
+    CAPPED(copy)->cap = Py_NewRef(CAPPED(backoff)->cap);
+    CAPPED(copy)->base = Py_NewRef(CAPPED(backoff)->base);
+    if (kind == RBC_DECORRELATED_JITTER) {
+        DECORRELATED(copy)->previous = Py_NewRef(DECORRELATED(backoff)->previous);
+    }
+    return copy;
+}
+
 /* The compute(failures) method: one positional or keyword argument. */
 static inline int
 compute_argument(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,

@@ -63,4 +63,11 @@ void rbc_strategy_reset(struct rbc_state *st, PyObject *backoff, int kind);
 PyObject *rbc_strategy_compute(struct rbc_state *st, PyObject *backoff,
                                int kind, PyObject *failures);
 
+/* copy.deepcopy(backoff) for a plain C strategy of the given kind, when
+ * every field is an exact float, int or bool (which deepcopy returns as
+ * they are): a new object of the same type holding the same fields.
+ * Returns NULL *without* an exception set when a field is something else
+ * (the caller then asks copy.deepcopy), or NULL with one on failure. */
+PyObject *rbc_strategy_atomic_copy(struct rbc_state *st, PyObject *backoff, int kind);
+
 #endif

@@ -69,5 +69,20 @@ def _python_random_source():
     random.setstate(state)
 
 
+def patch_sleep(impl, monkeypatch, record=None):
+    """Replace the sleep that `impl`'s sync Retry sleeps through
+    (redis.retry.sleep, redis_backoff_c.retry.sleep) by one that records
+    its delay in `record` (a list, returned) instead of sleeping."""
+    record = [] if record is None else record
+    monkeypatch.setattr(impl.retry, "sleep", lambda delay: record.append(("sleep", delay)))
+    return record
+
+
+@pytest.fixture
+def sleeps(impl, monkeypatch):
+    """The delays `impl`'s Retry would have slept, in order; nothing sleeps."""
+    return patch_sleep(impl, monkeypatch)
+
+
 def pytest_report_header(config):
     return f"redis_backoff_c implementation: {redis_backoff_c.IMPLEMENTATION}"

@@ -4,10 +4,12 @@
 # time it is a *virtual* subclass (registered by redis_backoff_c.backoff),
 # so isinstance() holds and redis-py's own signatures, which take
 # redis.backoff.AbstractBackoff, accept these objects in a type checker too.
-from typing import Final
+from collections.abc import Callable, Iterable
+from typing import Any, Final, TypeVar
 
 import redis.backoff
-from typing_extensions import disjoint_base
+import redis.retry
+from typing_extensions import Self, disjoint_base
 
 DEFAULT_CAP: Final = 0.512
 DEFAULT_BASE: Final = 0.008
@@ -73,6 +75,34 @@ class ExponentialWithJitterBackoff(redis.backoff.ExponentialWithJitterBackoff):
     def reset(self) -> None: ...
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+
+_T = TypeVar("_T")
+
+@disjoint_base
+class Retry(redis.retry.Retry):
+    _backoff: redis.backoff.AbstractBackoff
+    _retries: int
+    _supported_errors: tuple[type[Exception], ...]
+    def __init__(
+        self,
+        backoff: redis.backoff.AbstractBackoff,
+        retries: int,
+        supported_errors: tuple[type[Exception], ...] = ...,
+    ) -> None: ...
+    def get_retries(self) -> int: ...
+    def update_retries(self, value: int) -> None: ...
+    def update_supported_errors(self, specified_errors: Iterable[type[Exception]]) -> None: ...
+    def call_with_retry(
+        self,
+        do: Callable[[], _T],
+        fail: Callable[[Exception], Any] | Callable[[Exception, int], Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> _T: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+    def __copy__(self) -> Self: ...
+    def __deepcopy__(self, memo: dict[int, Any], /) -> Self: ...
 
 def set_random_source(name: str, seed: int | None = None) -> None: ...
 def get_random_source() -> str: ...

@@ -1,0 +1,1183 @@
+/* The part of Retry that the sync and asyncio types share: see retry_core.h. */
+#include "state.h"
+#include "args.h"
+#include "retry_core.h"
+
+#include <stddef.h>
+
+#define RETRY(op) ((rbc_retry_object *)(op))
+
+/* ---------------------------------------------------------------------- */
+/* Exceptions across CPython versions                                     */
+
+PyObject *
+rbc_exc_fetch(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (type == NULL) {
+        return NULL;
+    }
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL) {
+        PyException_SetTraceback(value, tb);
+    }
+    Py_DECREF(type);
+    Py_XDECREF(tb);
+    return value;
+#endif
+}
+
+void
+rbc_exc_restore(PyObject *error)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(error);
+#else
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(error)), error, PyException_GetTraceback(error));
+#endif
+}
+
+PyObject *
+rbc_exc_begin_handling(PyObject *error)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *previous = PyErr_GetHandledException();
+    PyErr_SetHandledException(error);
+    return previous;
+#else
+    PyObject *type, *value, *tb;
+    PyErr_GetExcInfo(&type, &value, &tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    PyErr_SetExcInfo(Py_NewRef((PyObject *)Py_TYPE(error)), Py_NewRef(error),
+                     PyException_GetTraceback(error));
+    return value;
+#endif
+}
+
+void
+rbc_exc_end_handling(PyObject *previous)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyErr_SetHandledException(previous);
+    Py_XDECREF(previous);
+#else
+    if (previous == NULL || previous == Py_None) {
+        Py_XDECREF(previous);
+        PyErr_SetExcInfo(NULL, NULL, NULL);
+        return;
+    }
+    PyErr_SetExcInfo(Py_NewRef((PyObject *)Py_TYPE(previous)), previous,
+                     PyException_GetTraceback(previous));
+#endif
+}
+
+/* ---------------------------------------------------------------------- */
+/* Module state                                                            */
+
+int
+rbc_retry_core_init(rbc_retry_core_state *cs)
+{
+    cs->str_reset = PyUnicode_InternFromString("reset");
+    cs->str_compute = PyUnicode_InternFromString("compute");
+    cs->str_backoff = PyUnicode_InternFromString("_backoff");
+    cs->str_retries = PyUnicode_InternFromString("_retries");
+    cs->str_supported_errors = PyUnicode_InternFromString("_supported_errors");
+    cs->str_dict = PyUnicode_InternFromString("__dict__");
+    cs->int_zero = PyLong_FromLong(0);
+    if (!cs->str_reset || !cs->str_compute || !cs->str_backoff || !cs->str_retries
+        || !cs->str_supported_errors || !cs->str_dict || !cs->int_zero) {
+        return -1;
+    }
+    PyObject *copy = PyImport_ImportModule("copy");
+    if (copy == NULL) {
+        return -1;
+    }
+    cs->copy_deepcopy = PyObject_GetAttrString(copy, "deepcopy");
+    Py_DECREF(copy);
+    PyObject *copyreg = PyImport_ImportModule("copyreg");
+    if (copyreg == NULL) {
+        return -1;
+    }
+    cs->copyreg_newobj = PyObject_GetAttrString(copyreg, "__newobj__");
+    Py_DECREF(copyreg);
+    return cs->copy_deepcopy == NULL || cs->copyreg_newobj == NULL ? -1 : 0;
+}
+
+int
+rbc_retry_core_traverse(rbc_retry_core_state *cs, visitproc visit, void *arg)
+{
+    Py_VISIT(cs->copy_deepcopy);
+    Py_VISIT(cs->copyreg_newobj);
+    return 0;
+}
+
+void
+rbc_retry_core_clear(rbc_retry_core_state *cs)
+{
+    Py_CLEAR(cs->str_reset);
+    Py_CLEAR(cs->str_compute);
+    Py_CLEAR(cs->str_backoff);
+    Py_CLEAR(cs->str_retries);
+    Py_CLEAR(cs->str_supported_errors);
+    Py_CLEAR(cs->str_dict);
+    Py_CLEAR(cs->copy_deepcopy);
+    Py_CLEAR(cs->copyreg_newobj);
+    Py_CLEAR(cs->int_zero);
+}
+
+int
+rbc_retry_flavor_traverse(rbc_retry_flavor *fl, visitproc visit, void *arg)
+{
+    Py_VISIT(fl->type);
+    Py_VISIT(fl->family);
+    Py_VISIT(fl->default_errors);
+    Py_VISIT(fl->default_errors_set);
+    return 0;
+}
+
+void
+rbc_retry_flavor_clear(rbc_retry_flavor *fl)
+{
+    Py_CLEAR(fl->type);
+    Py_CLEAR(fl->family);
+    Py_CLEAR(fl->default_errors);
+    Py_CLEAR(fl->default_errors_set);
+}
+
+/* The object named "module:attr". */
+static PyObject *
+import_named(const char *spec)
+{
+    const char *colon = strchr(spec, ':');
+    PyObject *module_name = PyUnicode_FromStringAndSize(spec, colon - spec);
+    if (module_name == NULL) {
+        return NULL;
+    }
+    PyObject *module = PyImport_Import(module_name);
+    Py_DECREF(module_name);
+    if (module == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyObject_GetAttrString(module, colon + 1);
+    Py_DECREF(module);
+    return value;
+}
+
+int
+rbc_retry_flavor_init(rbc_retry_flavor *fl, const char *module_name,
+                      const char *const *default_error_names)
+{
+    PyObject *module = PyImport_ImportModule(module_name);
+    if (module == NULL) {
+        return -1;
+    }
+    fl->family = PyObject_GetAttrString(module, "Retry");
+    Py_DECREF(module);
+    if (fl->family == NULL) {
+        return -1;
+    }
+    Py_ssize_t count = 0;
+    while (default_error_names[count] != NULL) {
+        count++;
+    }
+    fl->default_errors = PyTuple_New(count);
+    if (fl->default_errors == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *cls = import_named(default_error_names[i]);
+        if (cls == NULL) {
+            return -1;
+        }
+        PyTuple_SET_ITEM(fl->default_errors, i, cls);
+    }
+    fl->default_errors_set = PyFrozenSet_New(fl->default_errors);
+    return fl->default_errors_set == NULL ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Parameters                                                              */
+
+static inline rbc_retry_core_state *
+core_of(struct rbc_state *st)
+{
+    return &st->retry.core;
+}
+
+struct rbc_state *
+rbc_retry_state_of(PyObject *self)
+{
+    PyObject *module = ((PyHeapTypeObject *)Py_TYPE(self))->ht_module;
+    if (module != NULL && PyModule_GetDef(module) == &rbc_module_def) {
+        return (rbc_state *)PyModule_GetState(module);
+    }
+    return rbc_state_from_type(Py_TYPE(self));
+}
+
+/* retries must have __index__ (int, bool, numpy ints...): its value,
+ * clamped to long long (no failure count reaches the clamp). */
+static int
+check_retries(const char *owner, const char *name, PyObject *retries, long long *value)
+{
+    if (!PyIndex_Check(retries)) {
+        PyErr_Format(PyExc_TypeError, "%s() argument '%s' must be an int, not %.200s",
+                     owner, name, Py_TYPE(retries)->tp_name);
+        return -1;
+    }
+    PyObject *index = PyNumber_Index(retries);
+    if (index == NULL) {
+        return -1;
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+    Py_DECREF(index);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *value = overflow > 0 ? LLONG_MAX : overflow < 0 ? LLONG_MIN
+                                                     : v;
+    return 0;
+}
+
+/* supported_errors as a tuple of exception classes: a tuple is kept as it
+ * is, any other iterable becomes one.  Returns a new reference. */
+static PyObject *
+checked_errors(const char *owner, const char *name, PyObject *errors)
+{
+    PyObject *tuple;
+    if (PyTuple_CheckExact(errors)) {
+        tuple = Py_NewRef(errors);
+    }
+    else {
+        tuple = PySequence_Tuple(errors);
+        if (tuple == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Format(PyExc_TypeError,
+                             "%s() argument '%s' must be a tuple of exception classes, not %.200s",
+                             owner, name, Py_TYPE(errors)->tp_name);
+            }
+            return NULL;
+        }
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (!PyExceptionClass_Check(item)) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s() argument '%s' must hold exception classes, not %.200R",
+                         owner, name, item);
+            Py_DECREF(tuple);
+            return NULL;
+        }
+    }
+    return tuple;
+}
+
+static void
+set_errors(rbc_retry_object *self, PyObject *tuple)
+{
+    PyObject *old_errors = self->supported_errors, *old_set = self->errors_set;
+    self->supported_errors = tuple;
+    self->errors_set = NULL;
+    Py_XDECREF(old_errors);
+    Py_XDECREF(old_set);
+}
+
+int
+rbc_retry_set_parameters(const rbc_retry_flavor *fl, rbc_retry_object *self,
+                         PyObject *backoff, PyObject *retries, PyObject *supported_errors)
+{
+    long long value;
+    if (check_retries(fl->name, "retries", retries, &value) < 0) {
+        return -1;
+    }
+    PyObject *errors;
+    if (supported_errors == NULL || supported_errors == fl->default_errors) {
+        errors = Py_NewRef(fl->default_errors);
+    }
+    else if ((errors = checked_errors(fl->name, "supported_errors", supported_errors)) == NULL) {
+        return -1;
+    }
+    Py_XSETREF(self->backoff, Py_NewRef(backoff));
+    Py_XSETREF(self->retries, Py_NewRef(retries));
+    self->retries_value = value;
+    set_errors(self, errors);
+    return 0;
+}
+
+PyObject *
+rbc_retry_new(const rbc_retry_flavor *fl, PyTypeObject *type)
+{
+    rbc_retry_object *self = (rbc_retry_object *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->backoff = Py_NewRef(Py_None);
+    self->retries = PyLong_FromLong(0);
+    self->retries_value = 0;
+    self->supported_errors = Py_NewRef(fl->default_errors);
+    self->errors_set = NULL;
+    if (self->retries == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static const char *const init_names[] = {"backoff", "retries", "supported_errors"};
+
+PyObject *
+rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const *args,
+                     size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *values[3] = {NULL, NULL, fl->default_errors};
+    if (nargs == 2 && kwnames == NULL) {
+        values[0] = args[0];
+        values[1] = args[1];
+    }
+    else if (rbc_bind_args(fl->name, init_names, 3, args, nargs, kwnames, values) < 0) {
+        return NULL;
+    }
+    PyObject *self = rbc_retry_new(fl, (PyTypeObject *)type);
+    if (self == NULL) {
+        return NULL;
+    }
+    if (rbc_retry_set_parameters(fl, RETRY(self), values[0], values[1], values[2]) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return self;
+}
+
+int
+rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"backoff", "retries", "supported_errors", NULL};
+    PyObject *backoff, *retries, *errors = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O:Retry", kwlist, &backoff, &retries,
+                                     &errors)) {
+        return -1;
+    }
+    return rbc_retry_set_parameters(fl, RETRY(self), backoff, retries, errors);
+}
+
+/* ---------------------------------------------------------------------- */
+/* GC                                                                      */
+
+int
+rbc_retry_obj_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(RETRY(self)->backoff);
+    Py_VISIT(RETRY(self)->retries);
+    Py_VISIT(RETRY(self)->supported_errors);
+    Py_VISIT(RETRY(self)->errors_set);
+    return 0;
+}
+
+int
+rbc_retry_obj_clear(PyObject *self)
+{
+    Py_CLEAR(RETRY(self)->backoff);
+    Py_CLEAR(RETRY(self)->retries);
+    Py_CLEAR(RETRY(self)->supported_errors);
+    Py_CLEAR(RETRY(self)->errors_set);
+    return 0;
+}
+
+void
+rbc_retry_obj_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (RETRY(self)->weakreflist != NULL) {
+        PyObject_ClearWeakRefs(self);
+    }
+    (void)rbc_retry_obj_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Attributes and methods                                                  */
+
+/* A field read after tp_clear (a cycle being collected) is None, not NULL. */
+static inline PyObject *
+field_or_none(PyObject *field)
+{
+    return Py_NewRef(field != NULL ? field : Py_None);
+}
+
+static int
+refuse_delete(PyObject *value, const char *name)
+{
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "cannot delete attribute '%s'", name);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+backoff_get(PyObject *self, void *closure)
+{
+    return field_or_none(RETRY(self)->backoff);
+}
+
+static int
+backoff_set(PyObject *self, PyObject *value, void *closure)
+{
+    if (refuse_delete(value, "_backoff") < 0) {
+        return -1;
+    }
+    Py_XSETREF(RETRY(self)->backoff, Py_NewRef(value));
+    return 0;
+}
+
+static PyObject *
+retries_get(PyObject *self, void *closure)
+{
+    return field_or_none(RETRY(self)->retries);
+}
+
+static int
+store_retries(PyObject *self, PyObject *value, const char *owner, const char *name)
+{
+    long long v;
+    if (check_retries(owner, name, value, &v) < 0) {
+        return -1;
+    }
+    Py_XSETREF(RETRY(self)->retries, Py_NewRef(value));
+    RETRY(self)->retries_value = v;
+    return 0;
+}
+
+static int
+retries_set(PyObject *self, PyObject *value, void *closure)
+{
+    if (refuse_delete(value, "_retries") < 0) {
+        return -1;
+    }
+    return store_retries(self, value, "Retry._retries", "value");
+}
+
+static PyObject *
+errors_get(PyObject *self, void *closure)
+{
+    return field_or_none(RETRY(self)->supported_errors);
+}
+
+static int
+errors_set(PyObject *self, PyObject *value, void *closure)
+{
+    if (refuse_delete(value, "_supported_errors") < 0) {
+        return -1;
+    }
+    PyObject *tuple = checked_errors("Retry._supported_errors", "value", value);
+    if (tuple == NULL) {
+        return -1;
+    }
+    set_errors(RETRY(self), tuple);
+    return 0;
+}
+
+PyMemberDef rbc_retry_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(rbc_retry_object, weakreflist), READONLY, NULL},
+    {NULL},
+};
+
+PyGetSetDef rbc_retry_getset[] = {
+    {"_backoff", backoff_get, backoff_set, "the backoff strategy", NULL},
+    {"_retries", retries_get, retries_set, "retries after the first failure; < 0: forever", NULL},
+    {"_supported_errors", errors_get, errors_set, "the exception classes that are retried", NULL},
+    {NULL},
+};
+
+PyObject *
+rbc_retry_get_retries(PyObject *self, PyObject *unused)
+{
+    return field_or_none(RETRY(self)->retries);
+}
+
+PyObject *
+rbc_retry_update_retries(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames)
+{
+    static const char *const names[] = {"value"};
+    PyObject *value = NULL;
+    if (rbc_bind_args("update_retries", names, 1, args, nargs, kwnames, &value) < 0) {
+        return NULL;
+    }
+    if (store_retries(self, value, "update_retries", "value") < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* tuple(set(self._supported_errors + tuple(specified_errors))): the same
+ * insertions into a set, so the same order as redis-py's. */
+PyObject *
+rbc_retry_update_supported_errors(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    static const char *const names[] = {"specified_errors"};
+    PyObject *specified = NULL;
+    if (rbc_bind_args("update_supported_errors", names, 1, args, nargs, kwnames, &specified)
+        < 0) {
+        return NULL;
+    }
+    PyObject *added = checked_errors("update_supported_errors", "specified_errors", specified);
+    if (added == NULL) {
+        return NULL;
+    }
+    PyObject *current = field_or_none(RETRY(self)->supported_errors);
+    PyObject *joined = PySequence_Concat(current, added);
+    Py_DECREF(current);
+    Py_DECREF(added);
+    if (joined == NULL) {
+        return NULL;
+    }
+    PyObject *set = PySet_New(joined);
+    Py_DECREF(joined);
+    if (set == NULL) {
+        return NULL;
+    }
+    PyObject *tuple = PySequence_Tuple(set);
+    Py_DECREF(set);
+    if (tuple == NULL) {
+        return NULL;
+    }
+    set_errors(RETRY(self), tuple);
+    Py_RETURN_NONE;
+}
+
+/* ---- copy and pickle ---- */
+
+static PyObject *
+copy_instance_dict(PyObject *self, PyObject *copy, rbc_retry_core_state *cs, PyObject *memo)
+{
+    if (Py_TYPE(self)->tp_dictoffset == 0) {
+        return copy;
+    }
+    PyObject *dict;
+    if (rbc_get_optional_attr(self, cs->str_dict, &dict) < 0) {
+        Py_DECREF(copy);
+        return NULL;
+    }
+    if (dict == NULL) {
+        return copy;
+    }
+    PyObject *state = memo == NULL
+                          ? PyDict_Copy(dict)
+                          : PyObject_CallFunctionObjArgs(cs->copy_deepcopy, dict, memo, NULL);
+    Py_DECREF(dict);
+    if (state == NULL) {
+        Py_DECREF(copy);
+        return NULL;
+    }
+    PyObject *target;
+    int status = rbc_get_optional_attr(copy, cs->str_dict, &target);
+    if (status > 0) {
+        status = PyDict_Check(target) ? PyDict_Update(target, state) : -1;
+        if (status < 0 && !PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "__dict__ is not a dict");
+        }
+        Py_DECREF(target);
+    }
+    Py_DECREF(state);
+    if (status < 0) {
+        Py_DECREF(copy);
+        return NULL;
+    }
+    return copy;
+}
+
+/* A new object of self's type sharing self's fields. */
+static PyObject *
+shallow_copy(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    rbc_retry_object *copy = (rbc_retry_object *)type->tp_alloc(type, 0);
+    if (copy == NULL) {
+        return NULL;
+    }
+    rbc_retry_object *me = RETRY(self);
+    copy->backoff = field_or_none(me->backoff);
+    copy->retries = me->retries != NULL ? Py_NewRef(me->retries) : PyLong_FromLong(0);
+    copy->retries_value = me->retries_value;
+    copy->supported_errors = field_or_none(me->supported_errors);
+    copy->errors_set = Py_XNewRef(me->errors_set);
+    if (copy->retries == NULL) {
+        Py_DECREF(copy);
+        return NULL;
+    }
+    return (PyObject *)copy;
+}
+
+PyObject *
+rbc_retry_copy(PyObject *self, PyObject *unused)
+{
+    rbc_state *st = rbc_retry_state_of(self);
+    if (st == NULL) {
+        return NULL;
+    }
+    PyObject *copy = shallow_copy(self);
+    return copy == NULL ? NULL : copy_instance_dict(self, copy, core_of(st), NULL);
+}
+
+/* memo[id(original)] -> copy, as copy.deepcopy keeps it, so that objects
+ * shared inside one deepcopy stay shared in the copy. */
+static int
+memo_lookup(PyObject *memo, PyObject *original, PyObject **found)
+{
+    *found = NULL;
+    if (memo == NULL) {
+        return 0;
+    }
+    PyObject *key = PyLong_FromVoidPtr(original);
+    if (key == NULL) {
+        return -1;
+    }
+    *found = PyDict_GetItemWithError(memo, key);
+    Py_DECREF(key);
+    if (*found == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    Py_INCREF(*found);
+    return 1;
+}
+
+/* memo[id(original)] = copy, and original kept alive in the memo, as
+ * copy.deepcopy does (its _keep_alive list at memo[id(memo)]). */
+static int
+memo_store(PyObject *memo, PyObject *original, PyObject *copy)
+{
+    if (memo == NULL) {
+        return 0;
+    }
+    PyObject *key = PyLong_FromVoidPtr(original);
+    if (key == NULL) {
+        return -1;
+    }
+    int status = PyDict_SetItem(memo, key, copy);
+    Py_DECREF(key);
+    if (status < 0) {
+        return -1;
+    }
+    PyObject *keep_key = PyLong_FromVoidPtr(memo);
+    if (keep_key == NULL) {
+        return -1;
+    }
+    PyObject *keep = PyDict_GetItemWithError(memo, keep_key);
+    if (keep == NULL && !PyErr_Occurred()) {
+        keep = PyList_New(0);
+        status = keep == NULL ? -1 : PyDict_SetItem(memo, keep_key, keep);
+        Py_XDECREF(keep); /* the memo holds it now */
+    }
+    else {
+        status = keep == NULL ? -1 : 0;
+    }
+    Py_DECREF(keep_key);
+    if (status < 0) {
+        return -1;
+    }
+    return PyList_Check(keep) ? PyList_Append(keep, original) : 0;
+}
+
+/* copy.deepcopy(obj, memo), without the Python call for what deepcopy
+ * returns as it is and for unmodified C strategies. */
+static PyObject *
+deepcopy_field(rbc_state *st, PyObject *obj, PyObject *memo)
+{
+    if (obj == Py_None || PyLong_CheckExact(obj) || PyBool_Check(obj)
+        || PyFloat_CheckExact(obj)) {
+        return Py_NewRef(obj);
+    }
+    PyObject *found;
+    int status = memo_lookup(memo, obj, &found);
+    if (status != 0) {
+        return found;
+    }
+    int kind = rbc_plain_strategy_kind(&st->strategies, obj);
+    if (kind >= 0) {
+        PyObject *copy = rbc_strategy_atomic_copy(st, obj, kind);
+        if (copy != NULL) {
+            if (memo_store(memo, obj, copy) < 0) {
+                Py_DECREF(copy);
+                return NULL;
+            }
+            return copy;
+        }
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    PyObject *memo_arg = memo != NULL ? memo : Py_None;
+    return PyObject_CallFunctionObjArgs(core_of(st)->copy_deepcopy, obj, memo_arg, NULL);
+}
+
+/* A tuple of classes deep-copies to itself. */
+static int
+all_classes(PyObject *tuple)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        if (!PyType_Check(PyTuple_GET_ITEM(tuple, i))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+PyObject *
+rbc_retry_deepcopy(PyObject *self, PyObject *memo)
+{
+    rbc_state *st = rbc_retry_state_of(self);
+    if (st == NULL) {
+        return NULL;
+    }
+    if (memo == Py_None) {
+        memo = NULL;
+    }
+    else if (!PyDict_Check(memo)) {
+        PyErr_Format(PyExc_TypeError, "__deepcopy__() argument must be a dict, not %.200s",
+                     Py_TYPE(memo)->tp_name);
+        return NULL;
+    }
+    PyObject *copy = shallow_copy(self);
+    if (copy == NULL) {
+        return NULL;
+    }
+    /* Recorded first, as copy._reconstruct does, for cycles through the
+     * backoff or a subclass's __dict__ back to this Retry. */
+    if (memo != NULL && Py_TYPE(self)->tp_dictoffset != 0) {
+        PyObject *key = PyLong_FromVoidPtr(self);
+        int status = key == NULL ? -1 : PyDict_SetItem(memo, key, copy);
+        Py_XDECREF(key);
+        if (status < 0) {
+            Py_DECREF(copy);
+            return NULL;
+        }
+    }
+    rbc_retry_object *c = RETRY(copy);
+    PyObject *backoff = deepcopy_field(st, c->backoff, memo);
+    if (backoff == NULL) {
+        Py_DECREF(copy);
+        return NULL;
+    }
+    Py_SETREF(c->backoff, backoff);
+    if (!PyLong_CheckExact(c->retries) && !PyBool_Check(c->retries)) {
+        PyObject *retries = deepcopy_field(st, c->retries, memo);
+        if (retries == NULL) {
+            Py_DECREF(copy);
+            return NULL;
+        }
+        Py_SETREF(c->retries, retries);
+    }
+    if (!all_classes(c->supported_errors)) {
+        PyObject *errors = deepcopy_field(st, c->supported_errors, memo);
+        if (errors == NULL) {
+            Py_DECREF(copy);
+            return NULL;
+        }
+        set_errors(c, errors);
+    }
+    return copy_instance_dict(self, copy, core_of(st), memo != NULL ? memo : Py_None);
+}
+
+static const rbc_retry_flavor *flavor_of(rbc_state *st, PyObject *self);
+
+static int
+is_default_errors(rbc_state *st, PyObject *self)
+{
+    const rbc_retry_flavor *fl = flavor_of(st, self);
+    return fl != NULL && RETRY(self)->supported_errors == fl->default_errors;
+}
+
+/* The flavor whose type `self` is an instance of (the asyncio Retry adds
+ * its own check here), or NULL. */
+static const rbc_retry_flavor *
+flavor_of(rbc_state *st, PyObject *self)
+{
+    if (st->retry.flavor.type != NULL && PyObject_TypeCheck(self, st->retry.flavor.type)) {
+        return &st->retry.flavor;
+    }
+    return NULL;
+}
+
+/* (copyreg.__newobj__, (type,), state): __new__ then __setstate__, so a
+ * subclass with another __init__ signature pickles too.  The default
+ * supported_errors, which __new__ gives, are left out of the state: pickle
+ * protocols 0-2 would store socket.timeout (builtins.TimeoutError) as
+ * OSError, for Python 2. */
+PyObject *
+rbc_retry_reduce(PyObject *self, PyObject *unused)
+{
+    rbc_state *st = rbc_retry_state_of(self);
+    if (st == NULL) {
+        return NULL;
+    }
+    rbc_retry_core_state *cs = core_of(st);
+    PyObject *state = PyDict_New();
+    if (state == NULL) {
+        return NULL;
+    }
+    PyObject *dict = NULL;
+    if (Py_TYPE(self)->tp_dictoffset != 0
+        && rbc_get_optional_attr(self, cs->str_dict, &dict) < 0) {
+        goto error;
+    }
+    if (dict != NULL) {
+        int status = PyDict_Update(state, dict);
+        Py_DECREF(dict);
+        if (status < 0) {
+            goto error;
+        }
+    }
+    rbc_retry_object *me = RETRY(self);
+    PyObject *retries = me->retries != NULL ? me->retries : cs->int_zero;
+    if (PyDict_SetItem(state, cs->str_backoff, me->backoff ? me->backoff : Py_None) < 0
+        || PyDict_SetItem(state, cs->str_retries, retries) < 0
+        || (me->supported_errors != NULL && !is_default_errors(st, self)
+            && PyDict_SetItem(state, cs->str_supported_errors, me->supported_errors) < 0)) {
+        goto error;
+    }
+    return Py_BuildValue("O(O)N", cs->copyreg_newobj, (PyObject *)Py_TYPE(self), state);
+error:
+    Py_DECREF(state);
+    return NULL;
+}
+
+PyObject *
+rbc_retry_setstate(PyObject *self, PyObject *state)
+{
+    if (!PyDict_Check(state)) {
+        PyErr_Format(PyExc_TypeError, "__setstate__() argument must be a dict, not %.200s",
+                     Py_TYPE(state)->tp_name);
+        return NULL;
+    }
+    PyObject *items = PyDict_Items(state); /* setattr may run code that mutates it */
+    if (items == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (PyObject_SetAttr(self, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1)) < 0) {
+            Py_DECREF(items);
+            return NULL;
+        }
+    }
+    Py_DECREF(items);
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------------- */
+/* ==, hash, repr                                                          */
+
+/* frozenset(self._supported_errors), built once per tuple. */
+static PyObject *
+errors_set_of(const rbc_retry_flavor *fl, rbc_retry_object *self)
+{
+    if (self->errors_set == NULL) {
+        if (self->supported_errors == NULL) {
+            return PyFrozenSet_New(NULL);
+        }
+        self->errors_set = self->supported_errors == fl->default_errors
+                               ? Py_NewRef(fl->default_errors_set)
+                               : PyFrozenSet_New(self->supported_errors);
+        if (self->errors_set == NULL) {
+            return NULL;
+        }
+    }
+    return Py_NewRef(self->errors_set);
+}
+
+/* The fields of `other`: direct for our objects, getattr for redis-py's. */
+static int
+other_fields(rbc_state *st, const rbc_retry_flavor *fl, PyObject *other, PyObject **fields)
+{
+    if (Py_IS_TYPE(other, fl->type)) {
+        fields[0] = field_or_none(RETRY(other)->backoff);
+        fields[1] = field_or_none(RETRY(other)->retries);
+        fields[2] = field_or_none(RETRY(other)->supported_errors);
+        return 0;
+    }
+    rbc_retry_core_state *cs = core_of(st);
+    PyObject *names[3] = {cs->str_backoff, cs->str_retries, cs->str_supported_errors};
+    for (int i = 0; i < 3; i++) {
+        fields[i] = PyObject_GetAttr(other, names[i]);
+        if (fields[i] == NULL) {
+            for (int j = 0; j < i; j++) {
+                Py_CLEAR(fields[j]);
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* set(mine) == set(theirs). */
+static PyObject *
+same_error_sets(const rbc_retry_flavor *fl, rbc_retry_object *self, PyObject *theirs)
+{
+    if (self->supported_errors == theirs) {
+        Py_RETURN_TRUE; /* hashable classes: set(t) == set(t) */
+    }
+    PyObject *mine = errors_set_of(fl, self);
+    if (mine == NULL) {
+        return NULL;
+    }
+    PyObject *their_set = PySet_New(theirs);
+    if (their_set == NULL) {
+        Py_DECREF(mine);
+        return NULL;
+    }
+    PyObject *result = PyObject_RichCompare(mine, their_set, Py_EQ);
+    Py_DECREF(mine);
+    Py_DECREF(their_set);
+    return result;
+}
+
+/* redis-py: `a._backoff == b._backoff and a._retries == b._retries and
+ * set(a._supported_errors) == set(b._supported_errors)`, with `and`'s
+ * value. */
+static PyObject *
+retry_equal(rbc_state *st, const rbc_retry_flavor *fl, rbc_retry_object *self, PyObject *other)
+{
+    PyObject *fields[3];
+    if (other_fields(st, fl, other, fields) < 0) {
+        return NULL;
+    }
+    PyObject *mine[2] = {field_or_none(self->backoff), field_or_none(self->retries)};
+    PyObject *result = NULL;
+    for (int i = 0; i < 2; i++) {
+        result = PyObject_RichCompare(mine[i], fields[i], Py_EQ);
+        if (result == NULL) {
+            goto done;
+        }
+        int truth = PyObject_IsTrue(result);
+        if (truth <= 0) {
+            if (truth < 0) {
+                Py_CLEAR(result);
+            }
+            goto done;
+        }
+        Py_DECREF(result);
+    }
+    result = same_error_sets(fl, self, fields[2]);
+done:
+    Py_DECREF(mine[0]);
+    Py_DECREF(mine[1]);
+    for (int i = 0; i < 3; i++) {
+        Py_DECREF(fields[i]);
+    }
+    return result;
+}
+
+PyObject *
+rbc_retry_richcompare(const rbc_retry_flavor *fl, PyObject *self, PyObject *other, int op)
+{
+    if (op != Py_EQ && op != Py_NE) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    rbc_state *st = rbc_retry_state_of(self);
+    if (st == NULL) {
+        return NULL;
+    }
+    int family = PyObject_TypeCheck(other, fl->type) ? 1 : PyObject_IsInstance(other, fl->family);
+    if (family < 0) {
+        return NULL;
+    }
+    if (!family) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *result = retry_equal(st, fl, RETRY(self), other);
+    if (result == NULL || op == Py_EQ) {
+        return result;
+    }
+    /* object.__ne__: the negation of __eq__. */
+    int truth = PyObject_IsTrue(result);
+    Py_DECREF(result);
+    return truth < 0 ? NULL : PyBool_FromLong(!truth);
+}
+
+/* Python's tuple hash (xxHash-based, CPython 3.8 and later), over hashes
+ * already computed: hash((a, b, c)) without building the tuple. */
+#if SIZEOF_PY_UHASH_T > 4
+#define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
+#define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
+#define XXPRIME_5 ((Py_uhash_t)2870177450012600261ULL)
+#define XXROTATE(x) ((x << 31) | (x >> 33))
+#else
+#define XXPRIME_1 ((Py_uhash_t)2654435761UL)
+#define XXPRIME_2 ((Py_uhash_t)2246822519UL)
+#define XXPRIME_5 ((Py_uhash_t)374761393UL)
+#define XXROTATE(x) ((x << 13) | (x >> 19))
+#endif
+
+static Py_hash_t
+combine_hashes(const Py_hash_t *lanes, Py_ssize_t count)
+{
+    Py_uhash_t acc = XXPRIME_5;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        acc += (Py_uhash_t)lanes[i] * XXPRIME_2;
+        acc = XXROTATE(acc);
+        acc *= XXPRIME_1;
+    }
+    acc += (Py_uhash_t)count ^ (XXPRIME_5 ^ 3527539UL);
+    if (acc == (Py_uhash_t)-1) {
+        return 1546275796;
+    }
+    return (Py_hash_t)acc;
+}
+
+Py_hash_t
+rbc_retry_hash(const rbc_retry_flavor *fl, PyObject *self)
+{
+    rbc_retry_object *me = RETRY(self);
+    PyObject *backoff = field_or_none(me->backoff);
+    PyObject *retries = field_or_none(me->retries);
+    Py_hash_t lanes[3];
+    lanes[0] = PyObject_Hash(backoff);
+    lanes[1] = lanes[0] == -1 ? -1 : PyObject_Hash(retries);
+    Py_DECREF(backoff);
+    Py_DECREF(retries);
+    if (lanes[1] == -1) {
+        return -1;
+    }
+    PyObject *errors = errors_set_of(fl, me);
+    if (errors == NULL) {
+        return -1;
+    }
+    lanes[2] = PyObject_Hash(errors);
+    Py_DECREF(errors);
+    if (lanes[2] == -1) {
+        return -1;
+    }
+    return combine_hashes(lanes, 3);
+}
+
+PyObject *
+rbc_retry_repr(PyObject *self)
+{
+    const char *name = strrchr(Py_TYPE(self)->tp_name, '.');
+    name = name != NULL ? name + 1 : Py_TYPE(self)->tp_name;
+    rbc_retry_object *me = RETRY(self);
+    PyObject *fields[3] = {field_or_none(me->backoff), field_or_none(me->retries),
+                           field_or_none(me->supported_errors)};
+    PyObject *repr = PyUnicode_FromFormat("%s(backoff=%R, retries=%R, supported_errors=%R)",
+                                          name, fields[0], fields[1], fields[2]);
+    for (int i = 0; i < 3; i++) {
+        Py_DECREF(fields[i]);
+    }
+    return repr;
+}
+
+/* ---------------------------------------------------------------------- */
+/* call_with_retry steps                                                   */
+
+int
+rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
+{
+    /* A C strategy's reset runs no Python code: the field can be borrowed,
+     * and only DecorrelatedJitterBackoff has state to reset. */
+    PyObject *backoff = self->backoff != NULL ? self->backoff : Py_None;
+    int kind = rbc_plain_strategy_kind(&st->strategies, backoff);
+    if (kind >= 0) {
+        if (kind == RBC_DECORRELATED_JITTER) {
+            rbc_strategy_reset(st, backoff, kind);
+        }
+        return 0;
+    }
+    Py_INCREF(backoff);
+    PyObject *result = PyObject_CallMethodNoArgs(backoff, core_of(st)->str_reset);
+    Py_DECREF(backoff);
+    if (result == NULL) {
+        return -1;
+    }
+    Py_DECREF(result);
+    return 0;
+}
+
+int
+rbc_retry_catches(rbc_retry_object *self, PyObject *error)
+{
+    PyObject *errors = self->supported_errors;
+    return errors != NULL && PyErr_GivenExceptionMatches(error, errors);
+}
+
+int
+rbc_retry_check_retryable(PyObject *is_retryable, PyObject *error)
+{
+    if (is_retryable == NULL || is_retryable == Py_None) {
+        return 1;
+    }
+    int present = PyObject_IsTrue(is_retryable);
+    if (present <= 0) {
+        return present < 0 ? -1 : 1;
+    }
+    PyObject *verdict = PyObject_CallOneArg(is_retryable, error);
+    if (verdict == NULL) {
+        return -1;
+    }
+    int truth = PyObject_IsTrue(verdict);
+    Py_DECREF(verdict);
+    return truth;
+}
+
+PyObject *
+rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failures,
+                    PyObject *with_failure_count)
+{
+    int counted = with_failure_count == NULL ? 0 : PyObject_IsTrue(with_failure_count);
+    if (counted < 0) {
+        return NULL;
+    }
+    PyObject *args[2] = {error, failures};
+    return PyObject_Vectorcall(fail, args, counted ? 2 : 1, NULL);
+}
+
+int
+rbc_retry_exhausted(rbc_retry_object *self, long long failures)
+{
+    return self->retries_value >= 0 && failures > self->retries_value;
+}
+
+/* `delay > 0`, without the Python comparison for floats and ints. */
+static int
+positive(rbc_state *st, PyObject *delay)
+{
+    if (PyFloat_CheckExact(delay)) {
+        return PyFloat_AS_DOUBLE(delay) > 0.0;
+    }
+    long long small;
+    if (PyLong_CheckExact(delay) && rbc_small_int_value(delay, &small)) {
+        return small > 0;
+    }
+    return PyObject_RichCompareBool(delay, core_of(st)->int_zero, Py_GT);
+}
+
+PyObject *
+rbc_retry_next_delay(rbc_state *st, rbc_retry_object *self, PyObject *failures,
+                     int *should_sleep)
+{
+    PyObject *backoff = field_or_none(self->backoff);
+    int kind = rbc_plain_strategy_kind(&st->strategies, backoff);
+    PyObject *delay = kind >= 0
+                          ? rbc_strategy_compute(st, backoff, kind, failures)
+                          : PyObject_CallMethodOneArg(backoff, core_of(st)->str_compute, failures);
+    Py_DECREF(backoff);
+    if (delay == NULL) {
+        return NULL;
+    }
+    *should_sleep = positive(st, delay);
+    if (*should_sleep < 0) {
+        Py_DECREF(delay);
+        return NULL;
+    }
+    return delay;
+}

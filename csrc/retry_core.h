@@ -1,0 +1,203 @@
+/* What the synchronous and the asyncio Retry share: the object layout, its
+ * attributes and methods, and the retry decisions of call_with_retry.
+ *
+ * Each Retry type (retry.c, async_retry.c) is a "flavor": its own heap type,
+ * the redis-py class whose instances its __eq__ accepts, and its default
+ * supported_errors.  The type's slots are thin wrappers that pass their
+ * flavor to the rbc_retry_* functions below.
+ *
+ * call_with_retry, in redis-py's order, is assembled from these steps
+ * (`failures` starts at 0; "handling" means the error is set as the handled
+ * exception, sys.exc_info(), so that an exception raised by a callback gets
+ * it as __context__, as inside redis-py's `except` block):
+ *
+ *     rbc_retry_reset_backoff(self)                     once
+ *     loop:
+ *         result = do()          (async: awaited)       success: return it
+ *         error = rbc_exc_fetch()
+ *         rbc_retry_catches(self, error)                0: re-raise untouched
+ *         prev = rbc_exc_begin_handling(error)
+ *         rbc_retry_check_retryable(is_retryable, error) 0: re-raise error
+ *         failures += 1
+ *         rbc_retry_call_fail(fail, error, failures, with_failure_count)
+ *                                (async: its result awaited)
+ *         rbc_retry_exhausted(self, failures)           1: raise error
+ *         delay = rbc_retry_next_delay(self, failures, &sleep)
+ *         if sleep: sleep(delay) (async: asyncio.sleep awaited)
+ *         rbc_exc_end_handling(prev)
+ *
+ * Every step that fails returns -1 or NULL with the new exception set;
+ * the caller ends the handling (which restores sys.exc_info()) and
+ * propagates it.  To re-raise the error, end the handling, then
+ * rbc_exc_restore(error).  Every step re-reads the Retry's attributes at
+ * the point where redis-py reads them, so a fail callback that changes the
+ * Retry takes effect, and holds its own references across Python calls.
+ */
+#ifndef RBC_RETRY_CORE_H
+#define RBC_RETRY_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h> /* PyMemberDef before 3.12 */
+
+struct rbc_state;
+
+/* The Retry object, for both flavors. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *backoff;          /* _backoff: any object with reset()/compute() */
+    PyObject *retries;          /* _retries: the object given, int-like */
+    long long retries_value;    /* its value, clamped to long long */
+    PyObject *supported_errors; /* _supported_errors: tuple of exception classes */
+    PyObject *errors_set;       /* frozenset(supported_errors), built on demand */
+    PyObject *weakreflist;      /* weakref.ref(retry) works, as on redis-py's */
+} rbc_retry_object;
+
+/* What distinguishes the sync Retry from the asyncio one. */
+typedef struct {
+    PyTypeObject *type;           /* our C type */
+    PyObject *family;             /* redis.retry.Retry or redis.asyncio.retry.Retry */
+    PyObject *default_errors;     /* tuple: the default supported_errors */
+    PyObject *default_errors_set; /* frozenset of it */
+    const char *name;             /* "Retry", for messages */
+} rbc_retry_flavor;
+
+/* Shared objects, in rbc_retry_state.core (module state). */
+typedef struct {
+    PyObject *str_reset;
+    PyObject *str_compute;
+    PyObject *str_backoff;
+    PyObject *str_retries;
+    PyObject *str_supported_errors;
+    PyObject *str_dict;
+    PyObject *copy_deepcopy; /* copy.deepcopy */
+    PyObject *copyreg_newobj;
+    PyObject *int_zero;
+} rbc_retry_core_state;
+
+int rbc_retry_core_init(rbc_retry_core_state *cs);
+int rbc_retry_core_traverse(rbc_retry_core_state *cs, visitproc visit, void *arg);
+void rbc_retry_core_clear(rbc_retry_core_state *cs);
+
+/* Flavor fields are owned references; type is set by the flavor's init. */
+int rbc_retry_flavor_traverse(rbc_retry_flavor *fl, visitproc visit, void *arg);
+void rbc_retry_flavor_clear(rbc_retry_flavor *fl);
+/* Fills family (imported from `module_name`.`Retry`) and the defaults
+ * (the classes named by "module:attr" strings, NULL-terminated). */
+int rbc_retry_flavor_init(rbc_retry_flavor *fl, const char *module_name,
+                          const char *const *default_error_names);
+
+/* ---- construction and attributes ------------------------------------ */
+
+/* tp_new: every field at a valid value (backoff None, retries 0, the
+ * default errors), so an object made by __new__ alone (copy, pickle) is
+ * sound. */
+PyObject *rbc_retry_new(const rbc_retry_flavor *fl, PyTypeObject *type);
+/* Sets the three parameters after checking them (TypeError naming the
+ * parameter); supported_errors may be NULL for the default. */
+int rbc_retry_set_parameters(const rbc_retry_flavor *fl, rbc_retry_object *self,
+                             PyObject *backoff, PyObject *retries,
+                             PyObject *supported_errors);
+/* Retry(backoff, retries, supported_errors=...) as vectorcall of the exact
+ * type, and tp_init for subclasses. */
+PyObject *rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type,
+                               PyObject *const *args, size_t nargsf, PyObject *kwnames);
+int rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args,
+                        PyObject *kwds);
+
+int rbc_retry_obj_traverse(PyObject *self, visitproc visit, void *arg);
+int rbc_retry_obj_clear(PyObject *self);
+void rbc_retry_obj_dealloc(PyObject *self);
+
+/* tp_getset for _backoff, _retries, _supported_errors; tp_members for
+ * __weaklistoffset__. */
+extern PyGetSetDef rbc_retry_getset[];
+extern PyMemberDef rbc_retry_members[];
+/* Methods shared by both flavors; RBC_RETRY_COMMON_METHODS lists them as
+ * PyMethodDef entries for the type's method table. */
+PyObject *rbc_retry_get_retries(PyObject *self, PyObject *unused);
+PyObject *rbc_retry_update_retries(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames);
+/* tuple(set(self._supported_errors + tuple(specified_errors))) */
+PyObject *rbc_retry_update_supported_errors(PyObject *self, PyObject *const *args,
+                                            Py_ssize_t nargs, PyObject *kwnames);
+/* copy.copy: shares the fields.  copy.deepcopy: the copy gets its own
+ * backoff (a direct C copy for unmodified C strategies), memo honoured. */
+PyObject *rbc_retry_copy(PyObject *self, PyObject *unused);
+PyObject *rbc_retry_deepcopy(PyObject *self, PyObject *memo);
+/* (copyreg.__newobj__, (type,), state dict) and its __setstate__. */
+PyObject *rbc_retry_reduce(PyObject *self, PyObject *unused);
+PyObject *rbc_retry_setstate(PyObject *self, PyObject *state);
+
+/* clang-format off */
+#define RBC_RETRY_COMMON_METHODS                                                  \
+    {"get_retries", rbc_retry_get_retries, METH_NOARGS,                           \
+     "get_retries($self, /)\n--\n\nThe number of retries (< 0: forever)."},      \
+    {"update_retries", (PyCFunction)(void (*)(void))rbc_retry_update_retries,     \
+     METH_FASTCALL | METH_KEYWORDS,                                               \
+     "update_retries($self, value)\n--\n\nSet the number of retries."},        \
+    {"update_supported_errors",                                                   \
+     (PyCFunction)(void (*)(void))rbc_retry_update_supported_errors,              \
+     METH_FASTCALL | METH_KEYWORDS,                                               \
+     "update_supported_errors($self, specified_errors)\n--\n\n"                \
+     "Add exception classes to those retried (the union, kept a tuple)."},        \
+    {"__copy__", rbc_retry_copy, METH_NOARGS,                                 \
+     "__copy__($self, /)\n--\n\nA Retry sharing this one's backoff."},          \
+    {"__deepcopy__", rbc_retry_deepcopy, METH_O,                              \
+     "__deepcopy__($self, memo, /)\n--\n\nA Retry with its own copy of the backoff."}, \
+    {"__reduce__", rbc_retry_reduce, METH_NOARGS, NULL},                          \
+    {"__setstate__", rbc_retry_setstate, METH_O, NULL}
+/* clang-format on */
+
+/* ---- ==, hash, repr -------------------------------------------------- */
+
+PyObject *rbc_retry_richcompare(const rbc_retry_flavor *fl, PyObject *self,
+                                PyObject *other, int op);
+/* hash((backoff, retries, frozenset(supported_errors))) */
+Py_hash_t rbc_retry_hash(const rbc_retry_flavor *fl, PyObject *self);
+PyObject *rbc_retry_repr(PyObject *self);
+
+/* ---- call_with_retry steps (see the top of this file) ---------------- */
+
+/* The module state of a Retry object (one load for our own types). */
+struct rbc_state *rbc_retry_state_of(PyObject *self);
+
+/* self._backoff.reset(): a direct C call for an unmodified C strategy. */
+int rbc_retry_reset_backoff(struct rbc_state *st, rbc_retry_object *self);
+
+/* Does `except self._supported_errors` catch `error`?  1 or 0 (reads
+ * _supported_errors now; matches subclasses, never calls Python code). */
+int rbc_retry_catches(rbc_retry_object *self, PyObject *error);
+
+/* `is_retryable and not is_retryable(error)` negated: 1 to go on, 0 to
+ * re-raise the error, -1 on exception. */
+int rbc_retry_check_retryable(PyObject *is_retryable, PyObject *error);
+
+/* fail(error, failures) when with_failure_count is true, else fail(error).
+ * Returns fail's result (a new reference; the async Retry awaits it). */
+PyObject *rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failures,
+                              PyObject *with_failure_count);
+
+/* `self._retries >= 0 and failures > self._retries`: 1 when the error must
+ * be raised now, else 0. */
+int rbc_retry_exhausted(rbc_retry_object *self, long long failures);
+
+/* self._backoff.compute(failures), read now, and `delay > 0` into
+ * *should_sleep.  Returns the delay (new reference) or NULL. */
+PyObject *rbc_retry_next_delay(struct rbc_state *st, rbc_retry_object *self,
+                               PyObject *failures, int *should_sleep);
+
+/* ---- exceptions across CPython 3.10 - 3.13 --------------------------- */
+
+/* The raised exception, taken out of the thread state (normalised, its
+ * __traceback__ set), or NULL if none: a new reference. */
+PyObject *rbc_exc_fetch(void);
+/* Raise `error` again, as it is, with its traceback: steals the reference. */
+void rbc_exc_restore(PyObject *error);
+/* Make `error` the handled exception; returns the previous one (new
+ * reference, or NULL for none), to give back to rbc_exc_end_handling. */
+PyObject *rbc_exc_begin_handling(PyObject *error);
+/* Restore the handled exception saved by begin (steals the reference). */
+void rbc_exc_end_handling(PyObject *previous);
+
+#endif

@@ -1,0 +1,28 @@
+"""Drop-in for ``redis.retry``: the synchronous ``Retry`` in C.
+
+``Retry`` is registered as a virtual subclass of ``redis.retry.Retry``, so
+``isinstance(retry, redis.retry.Retry)`` holds and redis-py's own ``__eq__``
+accepts it.  Without the extension (see ``redis_backoff_c._impl``) it is
+redis-py's class.
+
+``sleep`` is the one name ``call_with_retry`` sleeps through: the C code
+looks it up here each time it sleeps (only after a failure), so a test can
+patch ``redis_backoff_c.retry.sleep`` as redis-py's tests patch
+``redis.retry.sleep``.  It is ``time.sleep``: the GIL is released and
+Ctrl-C interrupts it.
+"""
+
+from time import sleep
+
+import redis.retry as _redis_retry
+
+from redis_backoff_c._impl import speedups
+
+if speedups is not None:
+    from redis_backoff_c._speedups import Retry
+
+    _redis_retry.Retry.register(Retry)
+else:
+    from redis.retry import Retry
+
+__all__ = ["Retry", "sleep"]

@@ -1,0 +1,37 @@
+"""Differential property test: random call_with_retry scenarios, C vs redis-py.
+
+Hypothesis draws the do() script, retries, is_retryable answers,
+with_failure_count, a raising fail and the backoff; both sides must record
+the same events (see retry_scenarios.py), sleeps and outcome included.
+"""
+
+import pytest
+from conftest import IMPLEMENTATIONS
+from hypothesis import given, settings, strategies as st
+from retry_scenarios import ERRORS, Scenario, run
+
+steps = st.sampled_from(["ok"] + sorted(ERRORS))
+retryable_errors = st.sampled_from(["conn", "timeout", "socket", "sub"])
+
+scenarios = st.builds(
+    Scenario,
+    script=st.lists(retryable_errors, max_size=8).flatmap(
+        lambda head: st.tuples(*[st.just(s) for s in head], steps)
+    ),
+    retries=st.integers(min_value=-3, max_value=6),
+    is_retryable=st.none() | st.lists(st.sampled_from([True, False, 0, 1, "raise"])).map(tuple),
+    with_failure_count=st.sampled_from([None, False, True, 0, "yes"]),
+    fail_raises_at=st.none() | st.integers(min_value=1, max_value=6),
+    backoff=st.sampled_from(["recording", "constant", "none", "exponential", "jitter"]),
+    delays=st.lists(st.sampled_from([0, 0.0, -1, 0.5, 2, 1e-9]), min_size=1, max_size=3).map(tuple),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenario=scenarios, seed=st.integers(min_value=0, max_value=2**32))
+def test_same_events_on_both_sides(scenario, seed):
+    with pytest.MonkeyPatch.context() as patch:
+        expected = run(IMPLEMENTATIONS["redis-py"], patch, scenario, seed)
+    with pytest.MonkeyPatch.context() as patch:
+        actual = run(IMPLEMENTATIONS["c"], patch, scenario, seed)
+    assert actual == expected
