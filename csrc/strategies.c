@@ -1056,17 +1056,26 @@ tuple_hash(PyObject *const *items, Py_ssize_t count)
     return (Py_hash_t)acc;
 }
 
+/* The hashes, comparisons and reprs of the parameters run Python code (a
+ * __hash__, __eq__ or __repr__) that may assign the attributes, and so free
+ * the objects read before it: each function owns what it read until done. */
 static Py_hash_t
 constant_hash(PyObject *self)
 {
-    return tuple_hash(&CONSTANT(self)->backoff, 1);
+    PyObject *item = Py_NewRef(CONSTANT(self)->backoff);
+    Py_hash_t hash = tuple_hash(&item, 1);
+    Py_DECREF(item);
+    return hash;
 }
 
 static Py_hash_t
 capped_hash(PyObject *self)
 {
-    PyObject *items[2] = {CAPPED(self)->base, CAPPED(self)->cap};
-    return tuple_hash(items, 2);
+    PyObject *items[2] = {Py_NewRef(CAPPED(self)->base), Py_NewRef(CAPPED(self)->cap)};
+    Py_hash_t hash = tuple_hash(items, 2);
+    Py_DECREF(items[0]);
+    Py_DECREF(items[1]);
+    return hash;
 }
 
 /* Is `other` of the family `kind` (ours or redis-py's), as redis-py's
@@ -1080,24 +1089,37 @@ same_family(rbc_state *st, PyObject *other, int kind)
     return PyObject_IsInstance(other, st->strategies.redis_classes[kind]);
 }
 
-/* `self.a == other.a and self.b == other.b`, with `and`'s result. */
+/* Field i of a C strategy of the family `kind`: _backoff, or _base then
+ * _cap.  New reference. */
+static inline PyObject *
+field_of(PyObject *obj, int kind, Py_ssize_t i)
+{
+    if (kind == RBC_CONSTANT) {
+        return Py_NewRef(CONSTANT(obj)->backoff);
+    }
+    return Py_NewRef(i == 0 ? CAPPED(obj)->base : CAPPED(obj)->cap);
+}
+
+/* `self.a == other.a and self.b == other.b`, with `and`'s result.  Each
+ * field is read just before its comparison, as redis-py reads it, and owned
+ * during it: the first comparison may run code that assigns the second. */
 static PyObject *
-compare_fields(rbc_state *st, PyObject *other, int kind,
-               PyObject *const *mine, PyObject *const *names, Py_ssize_t count)
+compare_fields(rbc_state *st, PyObject *self, PyObject *other, int kind,
+               PyObject *const *names, Py_ssize_t count)
 {
     PyObject *result = NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *mine = field_of(self, kind, i);
         PyObject *theirs = PyObject_TypeCheck(other, st->strategies.types[kind])
-                               ? Py_NewRef(kind == RBC_CONSTANT
-                                               ? CONSTANT(other)->backoff
-                                               : (i == 0 ? CAPPED(other)->base
-                                                         : CAPPED(other)->cap))
+                               ? field_of(other, kind, i)
                                : PyObject_GetAttr(other, names[i]);
         if (theirs == NULL) {
+            Py_DECREF(mine);
             Py_XDECREF(result);
             return NULL;
         }
-        Py_XSETREF(result, PyObject_RichCompare(mine[i], theirs, Py_EQ));
+        Py_XSETREF(result, PyObject_RichCompare(mine, theirs, Py_EQ));
+        Py_DECREF(mine);
         Py_DECREF(theirs);
         if (result == NULL) {
             return NULL;
@@ -1136,12 +1158,11 @@ strategy_richcompare(PyObject *self, PyObject *other, int op, int kind)
     PyObject *result;
     if (kind == RBC_CONSTANT) {
         PyObject *names[1] = {st->strategies.str_backoff};
-        result = compare_fields(st, other, kind, &CONSTANT(self)->backoff, names, 1);
+        result = compare_fields(st, self, other, kind, names, 1);
     }
     else {
-        PyObject *mine[2] = {CAPPED(self)->base, CAPPED(self)->cap};
         PyObject *names[2] = {st->strategies.str_base, st->strategies.str_cap};
-        result = compare_fields(st, other, kind, mine, names, 2);
+        result = compare_fields(st, self, other, kind, names, 2);
     }
     if (result == NULL || op == Py_EQ) {
         return result;
@@ -1175,15 +1196,23 @@ constant_repr(PyObject *self)
     if (PyObject_TypeCheck(self, st->strategies.types[RBC_NO_BACKOFF])) {
         return PyUnicode_FromFormat("%s()", short_type_name(Py_TYPE(self)));
     }
-    return PyUnicode_FromFormat("%s(backoff=%R)", short_type_name(Py_TYPE(self)),
-                                CONSTANT(self)->backoff);
+    PyObject *backoff = Py_NewRef(CONSTANT(self)->backoff);
+    PyObject *repr = PyUnicode_FromFormat("%s(backoff=%R)", short_type_name(Py_TYPE(self)),
+                                          backoff);
+    Py_DECREF(backoff);
+    return repr;
 }
 
 static PyObject *
 capped_repr(PyObject *self)
 {
-    return PyUnicode_FromFormat("%s(cap=%R, base=%R)", short_type_name(Py_TYPE(self)),
-                                CAPPED(self)->cap, CAPPED(self)->base);
+    /* Owned: repr(cap) may run code that assigns _base. */
+    PyObject *cap = Py_NewRef(CAPPED(self)->cap), *base = Py_NewRef(CAPPED(self)->base);
+    PyObject *repr = PyUnicode_FromFormat("%s(cap=%R, base=%R)", short_type_name(Py_TYPE(self)),
+                                          cap, base);
+    Py_DECREF(cap);
+    Py_DECREF(base);
+    return repr;
 }
 
 /* ---------------------------------------------------------------------- */
