@@ -23,8 +23,8 @@ import os
 import sys
 import tracemalloc
 
-# REDIS_BACKOFF_C_LEAK_SCALE scales every count of calls (the sanitizer run
-# uses less, being slower; a leak of one object a call shows at any scale).
+# REDIS_BACKOFF_C_LEAK_SCALE scales every count of calls (a leak of one
+# object a call shows at any scale; under tracemalloc there is a floor).
 SCALE = float(os.environ.get("REDIS_BACKOFF_C_LEAK_SCALE", "1"))
 CALLS = 1000
 ATTEMPTS = 4
@@ -32,10 +32,14 @@ ATTEMPTS = 4
 # CALLS * 16 bytes.
 BLOCK_SLACK = 30
 # Under tracemalloc, memory kept by the interpreter's free lists (tuples,
-# floats, frames) is still traced, and fills up over the first thousands of
-# calls: more attempts, and half of the smallest object leaked a call.
-BYTES_PER_CALL_SLACK = 8
+# floats, frames) and caches is still traced, and moves by up to ~15 bytes a
+# call over a few hundred calls: at least MIN_CALLS_TRACED calls an attempt,
+# more attempts, and 12 bytes a call of slack, below the smallest object
+# (16 bytes; a float is 24, each C strategy 32 or more).
+BYTES_PER_CALL_SLACK = 12
 BYTE_ATTEMPTS = 8
+WARM_UP_TRACED = 3000
+MIN_CALLS_TRACED = 500
 
 
 def _measure(generation):
@@ -71,11 +75,19 @@ def assert_no_leak(run, calls=CALLS, watched=()):
         if not tracemalloc.is_tracing():
             tracemalloc.start()
             started_tracing = True
+    if tracemalloc.is_tracing():
+        calls = max(calls, MIN_CALLS_TRACED)
     was_enabled = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
-        for _ in range(calls // 20 + 10):  # warm-up: caches, interned names
+        warm_up = calls // 20 + 10  # caches, interned names, free lists
+        if tracemalloc.is_tracing():
+            # Traced memory includes the interpreter's free lists (up to
+            # 2000 tuples of each size...), which take thousands of calls
+            # to fill: pickle.loads of a Retry grows for ~3000 calls.
+            warm_up = max(warm_up, WARM_UP_TRACED)
+        for _ in range(warm_up):
             run()
         # Shared singletons (small ints, True, None) are referenced from
         # everywhere: only objects of the test's own are watched.
