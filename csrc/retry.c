@@ -104,7 +104,7 @@ handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyOb
 static int
 check_callable(PyObject *obj, const char *name)
 {
-    if (PyCallable_Check(obj)) {
+    if (Py_TYPE(obj)->tp_call != NULL) {
         return 0;
     }
     PyErr_Format(PyExc_TypeError, "call_with_retry() argument '%s' must be callable, not %.200s",
@@ -133,27 +133,15 @@ bind_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, retry_call
     return check_callable(call->do_, "do") < 0 || check_callable(call->fail, "fail") < 0 ? -1 : 0;
 }
 
+/* The loop after do() first raised: each supported error handled as in
+ * redis-py's `except` block, do() called again, until it returns, an error
+ * is raised, or a callback raises.  Kept out of call_with_retry so that
+ * the success path stays small. */
 static PyObject *
-call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+retry_after_error(rbc_state *st, rbc_retry_object *me, const retry_call *call)
 {
-    retry_call call;
-    if (bind_call(args, nargs, kwnames, &call) < 0) {
-        return NULL;
-    }
-    rbc_state *st = rbc_retry_state_of(self);
-    if (st == NULL) {
-        return NULL;
-    }
-    rbc_retry_object *me = RETRY(self);
-    if (rbc_retry_reset_backoff(st, me) < 0) {
-        return NULL;
-    }
     long long failures = 0;
     for (;;) {
-        PyObject *result = PyObject_CallNoArgs(call.do_);
-        if (result != NULL) {
-            return result;
-        }
         PyObject *error = rbc_exc_fetch();
         if (error == NULL) {
             PyErr_SetString(PyExc_SystemError, "do() returned NULL without an exception");
@@ -164,7 +152,7 @@ call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
             return NULL;
         }
         PyObject *previous = rbc_exc_begin_handling(error);
-        int step = handle_error(st, me, &call, error, &failures);
+        int step = handle_error(st, me, call, error, &failures);
         rbc_exc_end_handling(previous);
         if (step == 0) {
             rbc_exc_restore(error);
@@ -174,7 +162,85 @@ call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
         if (step < 0) {
             return NULL;
         }
+        PyObject *result = PyObject_CallNoArgs(call->do_);
+        if (result != NULL) {
+            return result;
+        }
     }
+}
+
+static PyObject *call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames);
+
+/* clang-format off */
+static PyMethodDef retry_methods[] = {
+    {"call_with_retry", (PyCFunction)(void (*)(void))call_with_retry,
+     METH_FASTCALL | METH_KEYWORDS,
+     "call_with_retry($self, /, do, fail, is_retryable=None, with_failure_count=False)\n--\n\n"
+     "Return do(); on an error in _supported_errors, call fail(error) (or\n"
+     "fail(error, failures)), sleep _backoff.compute(failures) seconds through\n"
+     "redis_backoff_c.retry.sleep and call do() again, up to _retries times\n"
+     "(forever when < 0); then raise the error. A falsy is_retryable(error)\n"
+     "raises it at once."},
+    RBC_RETRY_COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
+/* clang-format on */
+
+/* The module state: one load for the exact type (identified by its method
+ * table, no call), the MRO walk for a Python subclass. */
+static inline rbc_state *
+fast_state_of(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    if (type->tp_methods == retry_methods) {
+        return (rbc_state *)PyModule_GetState(((PyHeapTypeObject *)type)->ht_module);
+    }
+    return rbc_retry_state_of(self);
+}
+
+/* self._backoff.reset(): nothing to do for an unmodified C strategy other
+ * than DecorrelatedJitterBackoff; the core handles the rest. */
+static inline int
+reset_backoff(rbc_state *st, rbc_retry_object *me)
+{
+    if (me->backoff != NULL) {
+        int kind = rbc_plain_strategy_kind(&st->strategies, me->backoff);
+        if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
+            return 0;
+        }
+    }
+    return rbc_retry_reset_backoff(st, me);
+}
+
+static PyObject *
+call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    retry_call call;
+    if (nargs == 2 && kwnames == NULL && Py_TYPE(args[0])->tp_call != NULL
+        && Py_TYPE(args[1])->tp_call != NULL) {
+        /* redis-py's own calls: do and fail, positional */
+        call.do_ = args[0];
+        call.fail = args[1];
+        call.is_retryable = Py_None;
+        call.with_failure_count = Py_False;
+    }
+    else if (bind_call(args, nargs, kwnames, &call) < 0) {
+        return NULL;
+    }
+    rbc_state *st = fast_state_of(self);
+    if (st == NULL) {
+        return NULL;
+    }
+    rbc_retry_object *me = RETRY(self);
+    if (reset_backoff(st, me) < 0) {
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(call.do_, NULL, 0, NULL);
+    if (result != NULL) {
+        return result;
+    }
+    return retry_after_error(st, me, &call);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -249,18 +315,6 @@ retry_hash(PyObject *self)
 }
 
 /* clang-format off */
-static PyMethodDef retry_methods[] = {
-    {"call_with_retry", (PyCFunction)(void (*)(void))call_with_retry,
-     METH_FASTCALL | METH_KEYWORDS,
-     "call_with_retry($self, /, do, fail, is_retryable=None, with_failure_count=False)\n--\n\n"
-     "Return do(); on an error in _supported_errors, call fail(error) (or\n"
-     "fail(error, failures)), sleep _backoff.compute(failures) seconds through\n"
-     "redis_backoff_c.retry.sleep and call do() again, up to _retries times\n"
-     "(forever when < 0); then raise the error. A falsy is_retryable(error)\n"
-     "raises it at once."},
-    RBC_RETRY_COMMON_METHODS,
-    {NULL, NULL, 0, NULL},
-};
 
 static PyType_Slot retry_slots[] = {
     {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=...)\n--\n\n"

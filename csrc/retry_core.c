@@ -753,8 +753,13 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
         return NULL;
     }
     /* Recorded first, as copy._reconstruct does, for cycles through the
-     * backoff or a subclass's __dict__ back to this Retry. */
-    if (memo != NULL && Py_TYPE(self)->tp_dictoffset != 0) {
+     * backoff or a subclass's __dict__ back to this Retry; not needed when
+     * only a C strategy and plain values are copied. */
+    rbc_retry_object *c = RETRY(copy);
+    int may_cycle = Py_TYPE(self)->tp_dictoffset != 0
+                    || rbc_plain_strategy_kind(&st->strategies, c->backoff) < 0
+                    || (!PyLong_CheckExact(c->retries) && !PyBool_Check(c->retries));
+    if (memo != NULL && may_cycle) {
         PyObject *key = PyLong_FromVoidPtr(self);
         int status = key == NULL ? -1 : PyDict_SetItem(memo, key, copy);
         Py_XDECREF(key);
@@ -763,7 +768,6 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
             return NULL;
         }
     }
-    rbc_retry_object *c = RETRY(copy);
     PyObject *backoff = deepcopy_field(st, c->backoff, memo);
     if (backoff == NULL) {
         Py_DECREF(copy);
@@ -1069,7 +1073,7 @@ rbc_retry_repr(PyObject *self)
     rbc_retry_object *me = RETRY(self);
     PyObject *fields[3] = {field_or_none(me->backoff), field_or_none(me->retries),
                            field_or_none(me->supported_errors)};
-    PyObject *repr = PyUnicode_FromFormat("%s(backoff=%R, retries=%R, supported_errors=%R)",
+    PyObject *repr = PyUnicode_FromFormat("%s(%R, %R, supported_errors=%R)",
                                           name, fields[0], fields[1], fields[2]);
     for (int i = 0; i < 3; i++) {
         Py_DECREF(fields[i]);

@@ -32,6 +32,19 @@
  * rbc_exc_restore(error).  Every step re-reads the Retry's attributes at
  * the point where redis-py reads them, so a fail callback that changes the
  * Retry takes effect, and holds its own references across Python calls.
+ *
+ * For the asyncio Retry (async_retry.c):
+ * - the shared rbc_retry_core_state lives in st->retry.core, set up by
+ *   rbc_retry_init, which module_exec runs before rbc_async_init;
+ * - give the async flavor its own rbc_retry_flavor (family
+ *   "redis.asyncio.retry", defaults without socket.timeout), and add it to
+ *   flavor_of() in retry_core.c, which __reduce__ uses to leave the default
+ *   errors out of pickles;
+ * - the handled exception belongs to the running frame: a coroutine-like
+ *   object must end the handling before each suspension (await of fail's
+ *   result or of asyncio.sleep) and begin it again when resumed, so that
+ *   sys.exc_info() is the error inside fail and the event loop never sees
+ *   it.
  */
 #ifndef RBC_RETRY_CORE_H
 #define RBC_RETRY_CORE_H

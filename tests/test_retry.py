@@ -572,6 +572,14 @@ def test_equality_result_is_and_of_the_fields(impl):
     assert (impl.retry.Retry(Falsy(), 1) == left) == 0
 
 
+def test_package_exports_the_sync_retry():
+    import redis_backoff_c
+    import redis_backoff_c.retry
+
+    assert redis_backoff_c.Retry is redis_backoff_c.retry.Retry
+    assert redis_backoff_c.Retry is not redis.retry.Retry  # the C type, here
+
+
 def test_isinstance_of_redis_retry(impl):
     retry = impl.retry.Retry(impl.backoff.NoBackoff(), 1)
     assert isinstance(retry, redis.retry.Retry)
@@ -619,6 +627,15 @@ def test_deepcopy_keeps_shared_backoff_shared(impl):
     copied = copy.deepcopy(retries)
     assert copied[0]._backoff is copied[1]._backoff
     assert copied[0]._backoff is not backoff
+
+
+def test_deepcopy_of_a_cycle_through_the_backoff(impl):
+    backoff = RecordingBackoff([])
+    retry = impl.retry.Retry(backoff, 1)
+    backoff.owner = retry
+    twin = copy.deepcopy(retry)
+    assert twin._backoff.owner is twin
+    assert twin._backoff is not backoff
 
 
 def test_deepcopy_of_a_user_backoff(impl):

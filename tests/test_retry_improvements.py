@@ -131,7 +131,7 @@ def test_call_with_retry_argument_errors(Retry, backoff):
 def test_repr_is_readable(c_impl, Retry):
     retry = Retry(c_impl.backoff.ExponentialBackoff(), 3, (KeyError,))
     assert repr(retry) == (
-        "Retry(backoff=ExponentialBackoff(cap=0.512, base=0.008), retries=3, "
+        "Retry(ExponentialBackoff(cap=0.512, base=0.008), 3, "
         "supported_errors=(<class 'KeyError'>,))"
     )
 

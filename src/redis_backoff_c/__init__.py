@@ -25,6 +25,7 @@ from redis_backoff_c.backoff import (
     NoBackoff,
     default_backoff,
 )
+from redis_backoff_c.retry import Retry
 
 __version__ = "0.1.0"
 
@@ -40,6 +41,7 @@ __all__ = [
     "FullJitterBackoff",
     "IMPLEMENTATION",
     "NoBackoff",
+    "Retry",
     "__version__",
     "default_backoff",
     "get_random_source",

@@ -21,6 +21,7 @@ import time
 import pytest
 import redis
 import redis.retry
+from redis_server import RedisServer
 
 import redis_backoff_c.retry
 from redis_backoff_c.backoff import ExponentialBackoff
@@ -30,6 +31,19 @@ from redis_backoff_c.retry import Retry
 # retries with the same policy inside each attempt), the server is down
 # for about 0.1 s plus its start-up.
 FAULT_RETRY = (ExponentialBackoff(cap=0.256, base=0.016), 6)
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A running redis-server (AOF, fsync always) on a free loopback port,
+    data in a fresh directory; stopped after the test.  (Here rather than
+    in a conftest.py: tests import the top conftest by name.)"""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture
