@@ -1,10 +1,216 @@
-/* Placeholder until the asyncio Retry lands. */
+/* redis_backoff_c.asyncio.retry.Retry: the asyncio Retry type.  Its
+ * object, attributes and methods are retry_core's, shared with the sync
+ * Retry; its call_with_retry returns the C awaitable of async_call.c. */
 #include "state.h"
+#include "args.h"
+#include "async_call.h"
+#include "retry_core.h"
 
-int rbc_async_init(struct rbc_state *st, PyObject *module) { return 0; }
-int rbc_async_traverse(rbc_async_state *as, visitproc visit, void *arg)
+/* redis.asyncio.retry.Retry's default supported_errors. */
+static const char *const default_error_names[] = {
+    "redis.exceptions:ConnectionError",
+    "redis.exceptions:TimeoutError",
+    NULL,
+};
+
+static inline rbc_async_state *
+async_state_of(PyObject *self)
+{
+    rbc_state *st = rbc_retry_state_of(self);
+    return st == NULL ? NULL : &st->async;
+}
+
+/* ---------------------------------------------------------------------- */
+/* call_with_retry                                                         */
+
+static const char *const call_names[] = {"do", "fail", "is_retryable", "with_failure_count"};
+
+static int
+check_callable(PyObject *obj, const char *name)
+{
+    if (Py_TYPE(obj)->tp_call != NULL) { /* PyCallable_Check, inline */
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "call_with_retry() argument '%s' must be callable, not %.200s",
+                 name, Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+static PyMethodDef async_retry_methods[];
+
+/* The module state: one load for the exact type (known by its method
+ * table), the MRO walk for a Python subclass. */
+static inline rbc_state *
+fast_state_of(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    if (type->tp_methods == async_retry_methods) {
+        return (rbc_state *)PyModule_GetState(((PyHeapTypeObject *)type)->ht_module);
+    }
+    return rbc_retry_state_of(self);
+}
+
+/* Binds the arguments and returns the awaitable; nothing runs before it
+ * is awaited, as with redis-py's coroutine. */
+static PyObject *
+call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *values[4] = {NULL, NULL, Py_None, Py_False};
+    if (kwnames == NULL && nargs >= 2 && nargs <= 4) {
+        for (Py_ssize_t i = 0; i < nargs; i++) {
+            values[i] = args[i];
+        }
+    }
+    else if (rbc_bind_args("call_with_retry", call_names, 4, args, nargs, kwnames, values) < 0) {
+        return NULL;
+    }
+    if (check_callable(values[0], "do") < 0 || check_callable(values[1], "fail") < 0) {
+        return NULL;
+    }
+    rbc_state *st = fast_state_of(self);
+    if (st == NULL) {
+        return NULL;
+    }
+    return rbc_async_call_new(st, self, values[0], values[1], values[2], values[3]);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The type                                                                */
+
+static PyObject *
+async_retry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    rbc_state *st = rbc_state_from_type(type);
+    return st == NULL ? NULL : rbc_retry_new(&st->async.flavor, type);
+}
+
+static int
+async_retry_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    rbc_async_state *as = async_state_of(self);
+    return as == NULL ? -1 : rbc_retry_init_args(&as->flavor, self, args, kwds);
+}
+
+/* Vectorcall of the exact type; a subclass (whose __init__ may differ)
+ * goes through tp_new and tp_init. */
+static PyObject *
+async_retry_type_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames)
+{
+    PyObject *module = ((PyHeapTypeObject *)type)->ht_module;
+    rbc_state *st = module != NULL && PyModule_GetDef(module) == &rbc_module_def
+                        ? (rbc_state *)PyModule_GetState(module)
+                        : NULL;
+    if (st != NULL && (PyTypeObject *)type == st->async.AsyncRetry_type) {
+        return rbc_retry_vectorcall(&st->async.flavor, type, args, nargsf, kwnames);
+    }
+    return rbc_retry_type_call_slots(type, args, nargsf, kwnames);
+}
+
+static PyObject *
+async_retry_richcompare(PyObject *self, PyObject *other, int op)
+{
+    rbc_async_state *as = async_state_of(self);
+    return as == NULL ? NULL : rbc_retry_richcompare(&as->flavor, self, other, op);
+}
+
+static Py_hash_t
+async_retry_hash(PyObject *self)
+{
+    rbc_async_state *as = async_state_of(self);
+    return as == NULL ? -1 : rbc_retry_hash(&as->flavor, self);
+}
+
+/* clang-format off */
+static PyMethodDef async_retry_methods[] = {
+    {"call_with_retry", (PyCFunction)(void (*)(void))call_with_retry,
+     METH_FASTCALL | METH_KEYWORDS,
+     "call_with_retry($self, /, do, fail, is_retryable=None, with_failure_count=False)\n--\n\n"
+     "Return an awaitable of do()'s awaited result; on an error in\n"
+     "_supported_errors, await fail(error) (or fail(error, failures)), await\n"
+     "redis_backoff_c.asyncio.retry.sleep(_backoff.compute(failures)) and\n"
+     "await do() again, up to _retries times (forever when < 0); then raise\n"
+     "the error. A falsy is_retryable(error) raises it at once."},
+    RBC_RETRY_COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot async_retry_slots[] = {
+    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=...)\n--\n\n"
+                        "Retry an awaited operation up to `retries` times (forever when < 0)\n"
+                        "after an error in `supported_errors` (default: redis ConnectionError\n"
+                        "and TimeoutError), awaiting asyncio.sleep(backoff.compute(failures))\n"
+                        "between tries."},
+    {Py_tp_new, async_retry_new},
+    {Py_tp_init, async_retry_init},
+    {Py_tp_repr, rbc_retry_repr},
+    {Py_tp_hash, async_retry_hash},
+    {Py_tp_richcompare, async_retry_richcompare},
+    {Py_tp_methods, async_retry_methods},
+    {Py_tp_getset, rbc_retry_getset},
+    {Py_tp_members, rbc_retry_members},
+    {Py_tp_traverse, rbc_retry_obj_traverse},
+    {Py_tp_clear, rbc_retry_obj_clear},
+    {Py_tp_dealloc, rbc_retry_obj_dealloc},
+    {0, NULL},
+};
+/* clang-format on */
+
+static PyType_Spec async_retry_spec = {
+    .name = "redis_backoff_c.asyncio.retry.Retry",
+    .basicsize = sizeof(rbc_retry_object),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = async_retry_slots,
+};
+
+/* ---------------------------------------------------------------------- */
+/* Module state                                                            */
+
+int
+rbc_async_init(rbc_state *st, PyObject *module)
+{
+    rbc_async_state *as = &st->async;
+    as->flavor.name = "Retry";
+    as->sleep_module_name = PyUnicode_InternFromString("redis_backoff_c.asyncio.retry");
+    as->str_sleep = PyUnicode_InternFromString("sleep");
+    as->str_throw = PyUnicode_InternFromString("throw");
+    as->str_close = PyUnicode_InternFromString("close");
+    if (as->sleep_module_name == NULL || as->str_sleep == NULL || as->str_throw == NULL
+        || as->str_close == NULL
+        || rbc_retry_flavor_init(&as->flavor, "redis.asyncio.retry", default_error_names) < 0
+        || rbc_async_call_init(st, module) < 0) {
+        return -1;
+    }
+    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &async_retry_spec, NULL);
+    if (type == NULL) {
+        return -1;
+    }
+    type->tp_vectorcall = async_retry_type_vectorcall;
+    as->AsyncRetry_type = type;
+    as->flavor.type = (PyTypeObject *)Py_NewRef(type);
+    /* The sync Retry is "Retry" here; the asyncio module re-exports this
+     * one under its own name, which is also the type's __name__. */
+    return PyModule_AddObjectRef(module, "AsyncRetry", (PyObject *)type);
+}
+
+int
+rbc_async_traverse(rbc_async_state *as, visitproc visit, void *arg)
 {
     Py_VISIT(as->AsyncRetry_type);
-    return 0;
+    Py_VISIT(as->Call_type);
+    return rbc_retry_flavor_traverse(&as->flavor, visit, arg);
 }
-void rbc_async_clear(rbc_async_state *as) { Py_CLEAR(as->AsyncRetry_type); }
+
+void
+rbc_async_clear(rbc_async_state *as)
+{
+    rbc_async_call_free_list_clear(as);
+    Py_CLEAR(as->AsyncRetry_type);
+    Py_CLEAR(as->Call_type);
+    rbc_retry_flavor_clear(&as->flavor);
+    Py_CLEAR(as->sleep_module_name);
+    Py_CLEAR(as->str_sleep);
+    Py_CLEAR(as->str_throw);
+    Py_CLEAR(as->str_close);
+}

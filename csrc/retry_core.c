@@ -354,6 +354,37 @@ rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const
     return self;
 }
 
+PyObject *
+rbc_retry_type_call_slots(PyObject *type, PyObject *const *args, size_t nargsf,
+                          PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *tuple = PyTuple_New(nargs);
+    if (tuple == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
+    }
+    PyObject *kwargs = NULL;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        kwargs = PyDict_New();
+        for (Py_ssize_t k = 0; kwargs != NULL && k < PyTuple_GET_SIZE(kwnames); k++) {
+            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k), args[nargs + k]) < 0) {
+                Py_CLEAR(kwargs);
+            }
+        }
+        if (kwargs == NULL) {
+            Py_DECREF(tuple);
+            return NULL;
+        }
+    }
+    PyObject *result = PyType_Type.tp_call(type, tuple, kwargs);
+    Py_DECREF(tuple);
+    Py_XDECREF(kwargs);
+    return result;
+}
+
 int
 rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args, PyObject *kwds)
 {
@@ -802,13 +833,15 @@ is_default_errors(rbc_state *st, PyObject *self)
     return fl != NULL && RETRY(self)->supported_errors == fl->default_errors;
 }
 
-/* The flavor whose type `self` is an instance of (the asyncio Retry adds
- * its own check here), or NULL. */
+/* The flavor whose type `self` is an instance of: sync or asyncio, or NULL. */
 static const rbc_retry_flavor *
 flavor_of(rbc_state *st, PyObject *self)
 {
     if (st->retry.flavor.type != NULL && PyObject_TypeCheck(self, st->retry.flavor.type)) {
         return &st->retry.flavor;
+    }
+    if (st->async.flavor.type != NULL && PyObject_TypeCheck(self, st->async.flavor.type)) {
+        return &st->async.flavor;
     }
     return NULL;
 }

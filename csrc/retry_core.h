@@ -115,6 +115,10 @@ int rbc_retry_set_parameters(const rbc_retry_flavor *fl, rbc_retry_object *self,
  * type, and tp_init for subclasses. */
 PyObject *rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type,
                                PyObject *const *args, size_t nargsf, PyObject *kwnames);
+/* type(*args, **kwnames) through tp_new and tp_init, for a subclass of
+ * either flavor, whose __init__ may differ from ours. */
+PyObject *rbc_retry_type_call_slots(PyObject *type, PyObject *const *args, size_t nargsf,
+                                    PyObject *kwnames);
 int rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args,
                         PyObject *kwds);
 

@@ -73,7 +73,8 @@ for m in $missing; do
     say "not checked by stubtest, no module yet: $m"
     printf '%s\n' "${m//./\\.}" >> "$allow"
 done
-(cd /tmp && "$py" -m mypy.stubtest redis_backoff_c --allowlist "$allow") || failed+=("stubtest")
+(cd /tmp && "$py" -m mypy.stubtest redis_backoff_c --allowlist "$allow" \
+    --mypy-config-file "$repo/pyproject.toml") || failed+=("stubtest")
 
 if [ ${#failed[@]} -gt 0 ]; then
     say "FAILED: ${failed[*]}"

@@ -4,6 +4,7 @@
 C extension: every behaviour the two share is written once and checked on
 both sides.  A test that passes on only one side has found a bug.
 """
+
 import importlib
 import random
 from types import SimpleNamespace

@@ -1,4 +1,5 @@
 """The strategies' shared contract, run on redis-py and on the C types alike."""
+
 import copy
 import math
 import pickle
@@ -122,7 +123,9 @@ def test_exponential_formula(impl, failures):
     assert backoff.compute(failures) == min(0.512, 0.008 * 2**failures)
 
 
-@pytest.mark.parametrize("failures", [True, False, 2.5, 0.0, -0.5, 3.0, float("inf"), float("-inf")])
+@pytest.mark.parametrize(
+    "failures", [True, False, 2.5, 0.0, -0.5, 3.0, float("inf"), float("-inf")]
+)
 def test_exponential_unusual_failure_counts(impl, failures):
     backoff = make(impl, "ExponentialBackoff", cap=0.512, base=0.008)
     assert backoff.compute(failures) == min(0.512, 0.008 * 2**failures)
@@ -331,7 +334,9 @@ def test_isinstance_of_redis_py_classes(impl, name):
 
 
 @pytest.mark.parametrize("name", ALL)
-@pytest.mark.parametrize("how", ["copy", "deepcopy"] + [f"pickle{p}" for p in range(pickle.HIGHEST_PROTOCOL + 1)])
+@pytest.mark.parametrize(
+    "how", ["copy", "deepcopy"] + [f"pickle{p}" for p in range(pickle.HIGHEST_PROTOCOL + 1)]
+)
 def test_copies_are_equal_and_of_the_same_type(impl, name, how):
     original = default_instance(impl, name)
     if how == "copy":
@@ -339,7 +344,7 @@ def test_copies_are_equal_and_of_the_same_type(impl, name, how):
     elif how == "deepcopy":
         clone = copy.deepcopy(original)
     else:
-        clone = pickle.loads(pickle.dumps(original, protocol=int(how[len("pickle"):])))
+        clone = pickle.loads(pickle.dumps(original, protocol=int(how[len("pickle") :])))
     assert clone is not original
     assert type(clone) is type(original)
     assert clone == original

@@ -4,6 +4,7 @@ Nothing here times anything or checks a figure: the bench runs with tiny
 numbers (--tiny) and the tests check the shape of what it reports, that a row
 it cannot run says why, and that --plot writes a PNG.
 """
+
 import importlib.util
 import json
 import math
@@ -20,19 +21,25 @@ STRATEGIES = _cases.STRATEGIES
 EXPECTED_CASES = [
     *(f"compute/{s}" for s in STRATEGIES),
     "floor",
-    *(f"construct/{s}" for s in STRATEGIES), "construct/Retry",
-    *(f"eq/{s}" for s in STRATEGIES), "eq/Retry",
-    *(f"hash/{s}" for s in STRATEGIES), "hash/Retry",
+    *(f"construct/{s}" for s in STRATEGIES),
+    "construct/Retry",
+    *(f"eq/{s}" for s in STRATEGIES),
+    "eq/Retry",
+    *(f"hash/{s}" for s in STRATEGIES),
+    "hash/Retry",
     "deepcopy/Retry",
-    "call_with_retry/success", "call_with_retry/failure",
-    "async call_with_retry/success", "async call_with_retry/failure",
-    *(f"memory/{s}" for s in STRATEGIES), "memory/Retry",
+    "call_with_retry/success",
+    "call_with_retry/failure",
+    "async call_with_retry/success",
+    "async call_with_retry/failure",
+    *(f"memory/{s}" for s in STRATEGIES),
+    "memory/Retry",
     "peers/success",
-    "e2e/sync", "e2e/asyncio",
+    "e2e/sync",
+    "e2e/asyncio",
 ]
 # rows that need only the strategies, which always exist
-STRATEGY_CASES = [n for n in EXPECTED_CASES
-                  if n.split("/")[-1] in STRATEGIES or n == "floor"]
+STRATEGY_CASES = [n for n in EXPECTED_CASES if n.split("/")[-1] in STRATEGIES or n == "floor"]
 
 
 def _has(module):
@@ -45,12 +52,14 @@ def _has(module):
 def _run(*args, timeout=180):
     package_root = os.path.dirname(os.path.dirname(redis_backoff_c.__file__))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (package_root, env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     return subprocess.run(
-        [sys.executable, "-m", "redis_backoff_c.bench", "--quick", "--tiny",
-         *args],
-        capture_output=True, text=True, env=env, timeout=timeout)
+        [sys.executable, "-m", "redis_backoff_c.bench", "--quick", "--tiny", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -94,20 +103,27 @@ def test_rows_that_can_run_here_do(tiny_run):
     _, data = tiny_run
     must_run = set(STRATEGY_CASES)
     if _has("redis_backoff_c.retry"):
-        must_run |= {"construct/Retry", "eq/Retry", "hash/Retry",
-                     "deepcopy/Retry", "call_with_retry/success",
-                     "call_with_retry/failure", "memory/Retry"}
+        must_run |= {
+            "construct/Retry",
+            "eq/Retry",
+            "hash/Retry",
+            "deepcopy/Retry",
+            "call_with_retry/success",
+            "call_with_retry/failure",
+            "memory/Retry",
+        }
     if _has("redis_backoff_c.asyncio.retry"):
-        must_run |= {"async call_with_retry/success",
-                     "async call_with_retry/failure"}
+        must_run |= {"async call_with_retry/success", "async call_with_retry/failure"}
     for row in data["rows"]:
         if row["case"] in must_run:
             assert row["available"], row
     peers = {r["name"]: r for r in data["rows"] if r["case"] == "peers/success"}
     assert peers["redis-py Retry"]["available"]
-    for library, row_name in (("tenacity", "tenacity @retry"),
-                              ("stamina", "stamina @retry"),
-                              ("backoff", "backoff @on_exception")):
+    for library, row_name in (
+        ("tenacity", "tenacity @retry"),
+        ("stamina", "stamina @retry"),
+        ("backoff", "backoff @on_exception"),
+    ):
         if _has(library):
             assert peers[row_name]["available"], peers[row_name]
         else:
@@ -129,8 +145,7 @@ def test_every_timed_side_has_its_samples(tiny_run):
 def test_metadata(tiny_run):
     _, data = tiny_run
     meta = data["meta"]
-    for key in ("python", "implementation", "platform", "cpu", "packages",
-                "settings", "seed"):
+    for key in ("python", "implementation", "platform", "cpu", "packages", "settings", "seed"):
         assert meta[key], key
     assert meta["packages"]["redis_backoff_c"] == redis_backoff_c.__version__
     assert meta["packages"]["redis"]
@@ -149,19 +164,31 @@ def test_unavailable_module_is_a_row_saying_so(monkeypatch, tmp_path, capsys):
 
     monkeypatch.setattr(_cases, "c_retry_module", missing)
     path = tmp_path / "out.json"
-    assert _cli.main(["--tiny", "--no-e2e", "--filter", "construct/Retry",
-                      "--filter", "e2e/sync", "--json", str(path)]) == 0
+    assert (
+        _cli.main(
+            [
+                "--tiny",
+                "--no-e2e",
+                "--filter",
+                "construct/Retry",
+                "--filter",
+                "e2e/sync",
+                "--json",
+                str(path),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "n/a: redis_backoff_c.retry not built" in out
     rows = {r["name"]: r for r in json.loads(path.read_text())["rows"]}
-    assert rows["Retry(ExponentialBackoff(), 3)"]["reason"] == (
-        "redis_backoff_c.retry not built")
+    assert rows["Retry(ExponentialBackoff(), 3)"]["reason"] == ("redis_backoff_c.retry not built")
     assert rows["redis.Redis SET+GET"]["available"] is False
     assert redis_backoff_c.get_random_source() == "python"
 
 
 def test_plot_writes_a_png(tiny_run):
-    pytest.importorskip("matplotlib")  # installed in CI: this runs there
+    # matplotlib is in the test extra: the plot is tested in every run.
     proc, _ = tiny_run
     png = (proc.out_dir / "bench.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

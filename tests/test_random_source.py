@@ -1,4 +1,5 @@
 """The opt-in fast random source (C side only)."""
+
 import random
 
 import pytest

@@ -12,6 +12,7 @@ one RuntimeWarning says why, and ``IMPLEMENTATION`` is "python".
 """
 
 from redis_backoff_c._impl import IMPLEMENTATION, get_random_source, set_random_source
+from redis_backoff_c._patch import PatchReport, is_patched, patch, patched, unpatch
 from redis_backoff_c.backoff import (
     DEFAULT_BASE,
     DEFAULT_CAP,
@@ -41,9 +42,14 @@ __all__ = [
     "FullJitterBackoff",
     "IMPLEMENTATION",
     "NoBackoff",
+    "PatchReport",
     "Retry",
     "__version__",
     "default_backoff",
     "get_random_source",
+    "is_patched",
+    "patch",
+    "patched",
     "set_random_source",
+    "unpatch",
 ]

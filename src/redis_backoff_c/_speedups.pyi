@@ -4,11 +4,13 @@
 # time it is a *virtual* subclass (registered by redis_backoff_c.backoff),
 # so isinstance() holds and redis-py's own signatures, which take
 # redis.backoff.AbstractBackoff, accept these objects in a type checker too.
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Final, TypeVar
 
+import redis.asyncio.retry
 import redis.backoff
 import redis.retry
+from redis.exceptions import RedisError
 from typing_extensions import Self, disjoint_base
 
 DEFAULT_CAP: Final = 0.512
@@ -103,6 +105,35 @@ class Retry(redis.retry.Retry):
     def __hash__(self) -> int: ...
     def __copy__(self) -> Self: ...
     def __deepcopy__(self, memo: dict[int, Any], /) -> Self: ...
+
+@disjoint_base
+class AsyncRetry(redis.asyncio.retry.Retry):
+    # The asyncio Retry; its run-time name is redis_backoff_c.asyncio.retry.Retry.
+    _backoff: redis.backoff.AbstractBackoff
+    _retries: int
+    _supported_errors: tuple[type[RedisError], ...]
+    def __init__(
+        self,
+        backoff: redis.backoff.AbstractBackoff,
+        retries: int,
+        supported_errors: tuple[type[RedisError], ...] = ...,
+    ) -> None: ...
+    def get_retries(self) -> int: ...
+    def update_retries(self, value: int) -> None: ...
+    def update_supported_errors(self, specified_errors: Iterable[type[RedisError]]) -> None: ...
+    # redis-py's is an ``async def``; this one returns a C awaitable that
+    # speaks the coroutine protocol (collections.abc.Coroutine holds).
+    def call_with_retry(
+        self,
+        do: Callable[[], Awaitable[_T]],
+        fail: Callable[[Exception], Any] | Callable[[Exception, int], Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> Coroutine[Any, Any, _T]: ...
+    def __copy__(self) -> Self: ...
+    def __deepcopy__(self, memo: dict[int, Any], /) -> Self: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
 
 def set_random_source(name: str, seed: int | None = None) -> None: ...
 def get_random_source() -> str: ...

@@ -5,6 +5,7 @@ redis_backoff_c in one process, interleaved, against the performance targets
 of DESIGN.md; also redis-py against other retry libraries (tenacity, stamina,
 backoff) and end to end through a real redis-server.
 """
+
 from ._cli import main
 
 __all__ = ["main"]

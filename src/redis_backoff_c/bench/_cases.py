@@ -5,14 +5,15 @@ raise :class:`Unavailable`) and the rows it reports.  A row compares two
 sides (or three, for an overhead above a reference); its target comes from
 the performance table of DESIGN.md.
 """
+
 import asyncio
 import copy
 import gc
 import importlib
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional
 
 import redis.asyncio.retry
 import redis.backoff
@@ -80,8 +81,8 @@ class Row:
     kind: str = "ratio"
     num: str = "redis-py"
     den: str = "c"
-    base: Optional[str] = None
-    target: Optional[float] = None
+    base: str | None = None
+    target: float | None = None
 
 
 @dataclass
@@ -94,13 +95,13 @@ class MemSide:
 class Case:
     name: str
     section: str
-    sides: Dict[str, Callable]  # label -> factory(stack) -> Side | MemSide
-    rows: List[Row]
+    sides: dict[str, Callable]  # label -> factory(stack) -> Side | MemSide
+    rows: list[Row]
     note: str = ""
     kind: str = "time"  # or "memory"
     min_time_scale: float = 1.0
     repeats_scale: float = 1.0
-    context: Optional[Callable] = None  # factory(stack): entered around the case
+    context: Callable | None = None  # factory(stack): entered around the case
 
 
 # ---------------------------------------------------------------- helpers
@@ -215,30 +216,40 @@ def compute_cases():
     for name in STRATEGIES:
         sides = {
             "redis-py": lambda st, n=name: stmt_side(
-                "redis-py", f"f({FAILURES})", {"f": _strategy(PY, n).compute},
-                before=_python_source),
+                "redis-py", f"f({FAILURES})", {"f": _strategy(PY, n).compute}, before=_python_source
+            ),
             "c": lambda st, n=name: stmt_side(
-                "c", f"f({FAILURES})", {"f": _strategy(C, n).compute},
-                before=_python_source),
+                "c", f"f({FAILURES})", {"f": _strategy(C, n).compute}, before=_python_source
+            ),
             "c-fast": lambda st, n=name: stmt_side(
-                "c-fast", f"f({FAILURES})", {"f": _strategy(C, n).compute},
-                before=_fast_source),
+                "c-fast", f"f({FAILURES})", {"f": _strategy(C, n).compute}, before=_fast_source
+            ),
         }
         rows = [
             Row(f"{name}.compute({FAILURES})", target=COMPUTE_TARGET.get(name)),
-            Row(f"{name}.compute({FAILURES}) [fast source]", den="c-fast",
-                target=COMPUTE_FAST_TARGET.get(name)),
+            Row(
+                f"{name}.compute({FAILURES}) [fast source]",
+                den="c-fast",
+                target=COMPUTE_FAST_TARGET.get(name),
+            ),
         ]
         if name in JITTERED:
             sides["floor"] = lambda st: _floor_side()
-            rows.append(Row(f"{name}.compute({FAILURES}) [fast] vs floor",
-                            kind="floor", num="c-fast", den="floor",
-                            target=FLOOR_TARGET))
+            rows.append(
+                Row(
+                    f"{name}.compute({FAILURES}) [fast] vs floor",
+                    kind="floor",
+                    num="c-fast",
+                    den="floor",
+                    target=FLOOR_TARGET,
+                )
+            )
         cases.append(Case(f"compute/{name}", "compute", sides, rows))
     cases[0].note = (
         f"compute({FAILURES}) called through a bound method, as the floor is; "
         "C rows use the default source (the random module, seeded) and the "
-        "fast C source (seeded); the floor is timed interleaved in each case")
+        "fast C source (seeded); the floor is timed interleaved in each case"
+    )
     return cases
 
 
@@ -248,19 +259,19 @@ def _floor_side():
 
 def floor_case():
     return Case(
-        "floor", "floor",
+        "floor",
+        "floor",
         {
             "floor": lambda st: _floor_side(),
-            "floor-attr": lambda st: stmt_side("floor-attr", "x.bit_length()",
-                                               {"x": 3}),
+            "floor-attr": lambda st: stmt_side("floor-attr", "x.bit_length()", {"x": 3}),
         },
         [
             Row("floor: f() with f = (3).bit_length", kind="single", num="floor"),
-            Row("floor, attribute form: x.bit_length()", kind="single",
-                num="floor-attr"),
+            Row("floor, attribute form: x.bit_length()", kind="single", num="floor-attr"),
         ],
         note="a no-argument builtin method call; the first form is the one "
-             "the [fast] vs floor rows use")
+        "the [fast] vs floor rows use",
+    )
 
 
 def construction_cases():
@@ -269,11 +280,11 @@ def construction_cases():
         args = ", ".join(map(repr, ARGS.get(name, ())))
         sides = {
             side: lambda st, m=module, n=name, side=side, a=args: stmt_side(
-                side, f"cls({a})", {"cls": getattr(m, n)})
+                side, f"cls({a})", {"cls": getattr(m, n)}
+            )
             for side, module in (("redis-py", PY), ("c", C))
         }
-        cases.append(Case(f"construct/{name}", "construction", sides,
-                          [Row(f"{name}({args})")]))
+        cases.append(Case(f"construct/{name}", "construction", sides, [Row(f"{name}({args})")]))
 
     def retry_side(side, st):
         if side == "redis-py":
@@ -282,11 +293,15 @@ def construction_cases():
             R, B = c_retry_module().Retry, C.ExponentialBackoff
         return stmt_side(side, "R(B(), 3)", {"R": R, "B": B})
 
-    cases.append(Case(
-        "construct/Retry", "construction",
-        {s: lambda st, s=s: retry_side(s, st) for s in ("redis-py", "c")},
-        [Row("Retry(ExponentialBackoff(), 3)", target=RETRY_OPS_TARGET)],
-        note="Retry construction includes building its ExponentialBackoff"))
+    cases.append(
+        Case(
+            "construct/Retry",
+            "construction",
+            {s: lambda st, s=s: retry_side(s, st) for s in ("redis-py", "c")},
+            [Row("Retry(ExponentialBackoff(), 3)", target=RETRY_OPS_TARGET)],
+            note="Retry construction includes building its ExponentialBackoff",
+        )
+    )
     return cases
 
 
@@ -308,68 +323,91 @@ def eq_hash_cases():
         for name in STRATEGIES:
             sides = {
                 side: lambda st, m=module, n=name, side=side, s=stmt: stmt_side(
-                    side, s,
-                    {"a": _strategy(m, n), "b": _strategy(m, n), "h": hash})
+                    side, s, {"a": _strategy(m, n), "b": _strategy(m, n), "h": hash}
+                )
                 for side, module in (("redis-py", PY), ("c", C))
             }
             label = f"{name} == {name}" if op == "eq" else f"hash({name})"
             cases.append(Case(f"{op}/{name}", op, sides, [Row(label)]))
         sides = {
             side: lambda st, side=side, s=stmt: stmt_side(
-                side, s, {"a": _retry(side), "b": _retry(side), "h": hash})
+                side, s, {"a": _retry(side), "b": _retry(side), "h": hash}
+            )
             for side in ("redis-py", "c")
         }
         label = "Retry == Retry" if op == "eq" else "hash(Retry)"
-        cases.append(Case(f"{op}/Retry", op, sides,
-                          [Row(label, target=RETRY_OPS_TARGET)]))
+        cases.append(Case(f"{op}/Retry", op, sides, [Row(label, target=RETRY_OPS_TARGET)]))
     cases[0].note = "two distinct, equal objects of the same implementation"
     return cases
 
 
 def deepcopy_case():
     return Case(
-        "deepcopy/Retry", "copy",
-        {side: lambda st, side=side: stmt_side(
-            side, "dc(r)", {"dc": copy.deepcopy, "r": _retry(side)})
-         for side in ("redis-py", "c")},
+        "deepcopy/Retry",
+        "copy",
+        {
+            side: lambda st, side=side: stmt_side(
+                side, "dc(r)", {"dc": copy.deepcopy, "r": _retry(side)}
+            )
+            for side in ("redis-py", "c")
+        },
         [Row("copy.deepcopy(Retry(ExponentialBackoff(), 3))")],
-        note="redis-py deep-copies the Retry of every connection")
+        note="redis-py deep-copies the Retry of every connection",
+    )
 
 
 def sync_retry_cases():
     def side(label, st):
         if label == "do":
             return stmt_side("do", "do()", {"do": _do})
-        return stmt_side(label, "r.call_with_retry(do, fail)",
-                         {"r": _retry(label), "do": _do, "fail": _fail})
+        return stmt_side(
+            label, "r.call_with_retry(do, fail)", {"r": _retry(label), "do": _do, "fail": _fail}
+        )
 
     def fail_side(label, st):
         stmt = "try:\n    r.call_with_retry(do, fail)\nexcept E:\n    pass"
-        return stmt_side(label, stmt, {
-            "r": _retry(label, "NoBackoff", 3), "do": _do_raise,
-            "fail": _fail, "E": redis.exceptions.ConnectionError})
+        return stmt_side(
+            label,
+            stmt,
+            {
+                "r": _retry(label, "NoBackoff", 3),
+                "do": _do_raise,
+                "fail": _fail,
+                "E": redis.exceptions.ConnectionError,
+            },
+        )
 
     return [
         Case(
-            "call_with_retry/success", "sync Retry",
+            "call_with_retry/success",
+            "sync Retry",
             {s: lambda st, s=s: side(s, st) for s in ("do", "redis-py", "c")},
-            [Row("call_with_retry success (Retry(ExponentialBackoff(), 3))",
-                 target=SYNC_SUCCESS_TARGET),
-             Row("  overhead above calling do() directly", kind="overhead",
-                 base="do", target=SYNC_OVERHEAD_TARGET),
-             Row("  do() alone: a Python function returning 1",
-                 kind="single", num="do")],
+            [
+                Row(
+                    "call_with_retry success (Retry(ExponentialBackoff(), 3))",
+                    target=SYNC_SUCCESS_TARGET,
+                ),
+                Row(
+                    "  overhead above calling do() directly",
+                    kind="overhead",
+                    base="do",
+                    target=SYNC_OVERHEAD_TARGET,
+                ),
+                Row("  do() alone: a Python function returning 1", kind="single", num="do"),
+            ],
             note="r.call_with_retry(do, fail), do a Python function that "
-                 "returns at once; overhead = t(call_with_retry) - t(do())"),
+            "returns at once; overhead = t(call_with_retry) - t(do())",
+        ),
         Case(
-            "call_with_retry/failure", "sync Retry",
+            "call_with_retry/failure",
+            "sync Retry",
             {s: lambda st, s=s: fail_side(s, st) for s in ("redis-py", "c")},
-            [Row("call_with_retry failure (NoBackoff, 3 retries)",
-                 target=FAILURE_TARGET)],
+            [Row("call_with_retry failure (NoBackoff, 3 retries)", target=FAILURE_TARGET)],
             note="do raises ConnectionError on all 4 attempts, the last one "
-                 "is caught by the timed statement; sleep patched to a no-op "
-                 "on both sides (NoBackoff never sleeps anyway)",
-            context=patch_sleeps),
+            "is caught by the timed statement; sleep patched to a no-op "
+            "on both sides (NoBackoff never sleeps anyway)",
+            context=patch_sleeps,
+        ),
     ]
 
 
@@ -377,6 +415,7 @@ def async_retry_cases(session):
     def success(label, st):
         loop = session.loop()
         if label == "do":
+
             async def body(n):
                 for _ in range(n):
                     await _ado()
@@ -386,6 +425,7 @@ def async_retry_cases(session):
             async def body(n):
                 for _ in range(n):
                     await r.call_with_retry(_ado, _afail)
+
         return async_side(label, loop, body)
 
     def failure(label, st):
@@ -399,30 +439,35 @@ def async_retry_cases(session):
                     await r.call_with_retry(_ado_raise, _afail)
                 except E:
                     pass
+
         return async_side(label, loop, body)
 
     included = (
         "one op = one `await r.call_with_retry(do, fail)` in a for loop of "
         "a coroutine (creating and awaiting do()'s coroutine included); the "
-        "loop is entered once per timing of N ops, so its cost is amortised")
+        "loop is entered once per timing of N ops, so its cost is amortised"
+    )
     return [
         Case(
-            "async call_with_retry/success", "asyncio Retry",
+            "async call_with_retry/success",
+            "asyncio Retry",
             {s: lambda st, s=s: success(s, st) for s in ("do", "redis-py", "c")},
-            [Row("async call_with_retry success", target=ASYNC_SUCCESS_TARGET),
-             Row("  overhead above awaiting do() directly", kind="overhead",
-                 base="do"),
-             Row("  await do() alone: an async def returning 1",
-                 kind="single", num="do")],
-            note=included + f" ({session.loop_name} event loop)"),
+            [
+                Row("async call_with_retry success", target=ASYNC_SUCCESS_TARGET),
+                Row("  overhead above awaiting do() directly", kind="overhead", base="do"),
+                Row("  await do() alone: an async def returning 1", kind="single", num="do"),
+            ],
+            note=included + f" ({session.loop_name} event loop)",
+        ),
         Case(
-            "async call_with_retry/failure", "asyncio Retry",
+            "async call_with_retry/failure",
+            "asyncio Retry",
             {s: lambda st, s=s: failure(s, st) for s in ("redis-py", "c")},
-            [Row("async call_with_retry failure (NoBackoff, 3 retries)",
-                 target=FAILURE_TARGET)],
+            [Row("async call_with_retry failure (NoBackoff, 3 retries)", target=FAILURE_TARGET)],
             note="do raises ConnectionError on all 4 attempts; asyncio.sleep "
-                 "patched to a no-op on both sides (never reached)",
-            context=patch_sleeps),
+            "patched to a no-op on both sides (never reached)",
+            context=patch_sleeps,
+        ),
     ]
 
 
@@ -437,29 +482,46 @@ def memory_cases():
             # do that first so only the copies are counted.
             copy.deepcopy(original)
             return MemSide("copy", lambda: copy.deepcopy(original))
+
         return factory
 
     cases = []
     for name in STRATEGIES:
-        cases.append(Case(
-            f"memory/{name}", "memory",
-            {"redis-py": fresh(PY, name), "c": fresh(C, name),
-             "redis-py copy": copied(PY, name), "c copy": copied(C, name)},
-            [Row(f"{name}: bytes per object, fresh", kind="memory",
-                 target=MEMORY_TARGET),
-             Row(f"{name}: bytes per object, deep-copied", kind="memory",
-                 num="redis-py copy", den="c copy", target=MEMORY_TARGET)],
-            kind="memory"))
+        cases.append(
+            Case(
+                f"memory/{name}",
+                "memory",
+                {
+                    "redis-py": fresh(PY, name),
+                    "c": fresh(C, name),
+                    "redis-py copy": copied(PY, name),
+                    "c copy": copied(C, name),
+                },
+                [
+                    Row(f"{name}: bytes per object, fresh", kind="memory", target=MEMORY_TARGET),
+                    Row(
+                        f"{name}: bytes per object, deep-copied",
+                        kind="memory",
+                        num="redis-py copy",
+                        den="c copy",
+                        target=MEMORY_TARGET,
+                    ),
+                ],
+                kind="memory",
+            )
+        )
     cases[0].note = (
         "tracemalloc, bytes retained per object over N objects kept alive "
         "(attribute storage included; attribute values are shared floats); "
         "deep-copied = copy.deepcopy of one object, as redis-py does for each "
-        "connection (on CPython 3.11 the redis-py copy carries a __dict__)")
+        "connection (on CPython 3.11 the redis-py copy carries a __dict__)"
+    )
 
     def retry_fresh(side):
         def factory(st):
             _retry(side)  # Unavailable here, not inside the measurement
             return MemSide("fresh", lambda: _retry(side))
+
         return factory
 
     def retry_copied(side):
@@ -467,16 +529,32 @@ def memory_cases():
             original = _retry(side)
             copy.deepcopy(original)
             return MemSide("copy", lambda: copy.deepcopy(original))
+
         return factory
 
-    cases.append(Case(
-        "memory/Retry", "memory",
-        {"redis-py": retry_fresh("redis-py"), "c": retry_fresh("c"),
-         "redis-py copy": retry_copied("redis-py"), "c copy": retry_copied("c")},
-        [Row("Retry(ExponentialBackoff(), 3): bytes, fresh", kind="memory"),
-         Row("Retry(ExponentialBackoff(), 3): bytes, deep-copied", kind="memory",
-             num="redis-py copy", den="c copy")],
-        kind="memory", note="a Retry with its backoff; no target in DESIGN.md"))
+    cases.append(
+        Case(
+            "memory/Retry",
+            "memory",
+            {
+                "redis-py": retry_fresh("redis-py"),
+                "c": retry_fresh("c"),
+                "redis-py copy": retry_copied("redis-py"),
+                "c copy": retry_copied("c"),
+            },
+            [
+                Row("Retry(ExponentialBackoff(), 3): bytes, fresh", kind="memory"),
+                Row(
+                    "Retry(ExponentialBackoff(), 3): bytes, deep-copied",
+                    kind="memory",
+                    num="redis-py copy",
+                    den="c copy",
+                ),
+            ],
+            kind="memory",
+            note="a Retry with its backoff; no target in DESIGN.md",
+        )
+    )
     return cases
 
 
@@ -485,15 +563,18 @@ def peer_case():
     E = redis.exceptions.ConnectionError
 
     def ours(label, st):
-        return stmt_side(label, "r.call_with_retry(do, fail)",
-                         {"r": _retry(label), "do": _do, "fail": _fail})
+        return stmt_side(
+            label, "r.call_with_retry(do, fail)", {"r": _retry(label), "do": _do, "fail": _fail}
+        )
 
     def tenacity_decorator(st):
         tenacity = _peer("tenacity")
         wrapped = tenacity.retry(
             stop=tenacity.stop_after_attempt(4),
             wait=tenacity.wait_exponential(multiplier=0.008, max=0.512),
-            retry=tenacity.retry_if_exception_type(E), reraise=True)(_do)
+            retry=tenacity.retry_if_exception_type(E),
+            reraise=True,
+        )(_do)
         return stmt_side("tenacity @retry", "w()", {"w": wrapped})
 
     def tenacity_retrying(st):
@@ -501,36 +582,35 @@ def peer_case():
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(4),
             wait=tenacity.wait_exponential(multiplier=0.008, max=0.512),
-            retry=tenacity.retry_if_exception_type(E), reraise=True)
-        return stmt_side("tenacity Retrying", "retrying(do)",
-                         {"retrying": retrying, "do": _do})
+            retry=tenacity.retry_if_exception_type(E),
+            reraise=True,
+        )
+        return stmt_side("tenacity Retrying", "retrying(do)", {"retrying": retrying, "do": _do})
 
     def _stamina(st):
         stamina = _peer("stamina")
         stamina.instrumentation.set_on_retry_hooks([])  # no logging/metrics
         st.callback(stamina.instrumentation.set_on_retry_hooks, None)
-        return stamina, dict(on=E, attempts=4, timeout=None,
-                             wait_initial=0.008, wait_max=0.512)
+        return stamina, dict(on=E, attempts=4, timeout=None, wait_initial=0.008, wait_max=0.512)
 
     def stamina_decorator(st):
         stamina, params = _stamina(st)
-        return stmt_side("stamina @retry", "w()",
-                         {"w": stamina.retry(**params)(_do)})
+        return stmt_side("stamina @retry", "w()", {"w": stamina.retry(**params)(_do)})
 
     def stamina_context(st):
         stamina, params = _stamina(st)
-        stmt = ("for attempt in ctx(**params):\n"
-                "    with attempt:\n"
-                "        do()")
-        return stmt_side("stamina retry_context", stmt,
-                         {"ctx": stamina.retry_context, "params": params,
-                          "do": _do})
+        stmt = "for attempt in ctx(**params):\n    with attempt:\n        do()"
+        return stmt_side(
+            "stamina retry_context",
+            stmt,
+            {"ctx": stamina.retry_context, "params": params, "do": _do},
+        )
 
     def backoff_decorator(st):
         backoff = _peer("backoff")
         wrapped = backoff.on_exception(
-            backoff.expo, E, max_tries=4, factor=0.008, max_value=0.512,
-            logger=None)(_do)
+            backoff.expo, E, max_tries=4, factor=0.008, max_value=0.512, logger=None
+        )(_do)
         return stmt_side("backoff @on_exception", "w()", {"w": wrapped})
 
     sides = {
@@ -544,23 +624,28 @@ def peer_case():
         "backoff @on_exception": backoff_decorator,
     }
     names = {"redis-py": "redis-py Retry", "c": "redis_backoff_c Retry (ours)"}
-    rows = [Row(names.get(label, label), kind="peer", num=label, base="do")
-            for label in sides if label != "do"]
-    rows.append(Row("do() alone (not an overhead: its whole time)",
-                    kind="single", num="do"))
+    rows = [
+        Row(names.get(label, label), kind="peer", num=label, base="do")
+        for label in sides
+        if label != "do"
+    ]
+    rows.append(Row("do() alone (not an overhead: its whole time)", kind="single", num="do"))
     return Case(
-        "peers/success", "peers", sides, rows,
+        "peers/success",
+        "peers",
+        sides,
+        rows,
         note="per-call overhead above do() of a successful call; 4 attempts "
-             "at most, exponential waits 8 ms..512 ms (never reached); "
-             "stamina's retry hooks switched off, backoff's logger off")
+        "at most, exponential waits 8 ms..512 ms (never reached); "
+        "stamina's retry hooks switched off, backoff's logger off",
+    )
 
 
 def _peer(name):
     try:
         return importlib.import_module(name)
     except ImportError:
-        raise Unavailable(f"{name} not installed "
-                          "(pip install 'redis-backoff-c[bench]')") from None
+        raise Unavailable(f"{name} not installed (pip install 'redis-backoff-c[bench]')") from None
 
 
 def e2e_cases(session):
@@ -583,6 +668,7 @@ def e2e_cases(session):
                 set_(key, b"x" * 16)
                 get(key)
             return time.perf_counter() - start
+
         return Side(label, run)
 
     def async_client_side(label, st):
@@ -602,22 +688,33 @@ def e2e_cases(session):
             for _ in range(n):
                 await client.set(key, b"x" * 16)
                 await client.get(key)
+
         return async_side(label, loop, body, clock=time.perf_counter)
 
-    note = ("one op = SET + GET on loopback (two round trips) through one "
-            "client with Retry(ExponentialBackoff(), 3), redis-py's or ours; "
-            "wall clock, whatever --clock says (the server's time counts)")
+    note = (
+        "one op = SET + GET on loopback (two round trips) through one "
+        "client with Retry(ExponentialBackoff(), 3), redis-py's or ours; "
+        "wall clock, whatever --clock says (the server's time counts)"
+    )
     return [
-        Case("e2e/sync", "end-to-end",
-             {s: lambda st, s=s: sync_side(s, st) for s in ("redis-py", "c")},
-             [Row("redis.Redis SET+GET")], note=note, min_time_scale=3.0,
-             repeats_scale=2.0),
-        Case("e2e/asyncio", "end-to-end",
-             {s: lambda st, s=s: async_client_side(s, st)
-              for s in ("redis-py", "c")},
-             [Row("redis.asyncio.Redis SET+GET")],
-             note=f"as above, {session.loop_name} event loop",
-             min_time_scale=3.0, repeats_scale=2.0),
+        Case(
+            "e2e/sync",
+            "end-to-end",
+            {s: lambda st, s=s: sync_side(s, st) for s in ("redis-py", "c")},
+            [Row("redis.Redis SET+GET")],
+            note=note,
+            min_time_scale=3.0,
+            repeats_scale=2.0,
+        ),
+        Case(
+            "e2e/asyncio",
+            "end-to-end",
+            {s: lambda st, s=s: async_client_side(s, st) for s in ("redis-py", "c")},
+            [Row("redis.asyncio.Redis SET+GET")],
+            note=f"as above, {session.loop_name} event loop",
+            min_time_scale=3.0,
+            repeats_scale=2.0,
+        ),
     ]
 
 
@@ -641,7 +738,8 @@ def new_event_loop(name):
         try:
             import uvloop
         except ImportError:
-            raise SystemExit("--loop uvloop: uvloop is not installed "
-                             "(pip install 'redis-backoff-c[bench]')")
+            raise SystemExit(
+                "--loop uvloop: uvloop is not installed (pip install 'redis-backoff-c[bench]')"
+            ) from None
         return uvloop.new_event_loop()
     return asyncio.new_event_loop()

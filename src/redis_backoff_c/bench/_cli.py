@@ -1,4 +1,5 @@
 """python -m redis_backoff_c.bench: options, the run, the session."""
+
 import argparse
 import contextlib
 import datetime
@@ -26,37 +27,58 @@ PROFILES = {
     "tiny": dict(repeats=2, min_time=0.0002, mem_objects=50, mem_repeats=1),
 }
 
-PACKAGES = ("redis", "hypothesis", "tenacity", "stamina", "backoff",
-            "matplotlib", "uvloop")
+PACKAGES = ("redis", "hypothesis", "tenacity", "stamina", "backoff", "matplotlib", "uvloop")
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="python -m redis_backoff_c.bench",
         description="Time redis_backoff_c against redis-py (and other retry "
-                    "libraries) in one process, interleaved.")
-    p.add_argument("--quick", action="store_true",
-                   help="fewer, shorter repeats: the whole run in under a minute")
+        "libraries) in one process, interleaved.",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer, shorter repeats: the whole run in under a minute",
+    )
     p.add_argument("--json", metavar="PATH", help="write every result to PATH")
-    p.add_argument("--plot", metavar="PATH",
-                   help="write a PNG chart of the ratios (needs matplotlib)")
-    p.add_argument("--filter", metavar="SUBSTR", action="append",
-                   help="only cases whose name contains SUBSTR (repeatable)")
-    p.add_argument("--no-e2e", action="store_true",
-                   help="skip the end-to-end rows (no redis-server)")
-    p.add_argument("--redis-url", metavar="URL",
-                   help="use this server for end-to-end rows instead of "
-                        "starting redis-server on a free loopback port")
+    p.add_argument(
+        "--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)"
+    )
+    p.add_argument(
+        "--filter",
+        metavar="SUBSTR",
+        action="append",
+        help="only cases whose name contains SUBSTR (repeatable)",
+    )
+    p.add_argument(
+        "--no-e2e", action="store_true", help="skip the end-to-end rows (no redis-server)"
+    )
+    p.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="use this server for end-to-end rows instead of "
+        "starting redis-server on a free loopback port",
+    )
     p.add_argument("--repeats", type=int, help="interleaved repeats per case")
-    p.add_argument("--min-time", type=float, metavar="SECONDS",
-                   help="target duration of one timing")
-    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
-                   help="event loop for the asyncio rows (default: asyncio)")
-    p.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
-                   help="clock of the in-process rows: CPU time of this "
-                        "process (default; robust when other processes "
-                        "compete for the CPU) or wall clock; end-to-end rows "
-                        "always use the wall clock")
+    p.add_argument(
+        "--min-time", type=float, metavar="SECONDS", help="target duration of one timing"
+    )
+    p.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="event loop for the asyncio rows (default: asyncio)",
+    )
+    p.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="clock of the in-process rows: CPU time of this "
+        "process (default; robust when other processes "
+        "compete for the CPU) or wall clock; end-to-end rows "
+        "always use the wall clock",
+    )
     p.add_argument("--list", action="store_true", help="list case names and exit")
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -121,9 +143,22 @@ class RedisServer:
         for _ in range(3):
             self.port = _free_port()
             self.proc = subprocess.Popen(
-                [exe, "--port", str(self.port), "--bind", "127.0.0.1",
-                 "--save", "", "--appendonly", "no", "--dir", self.dir.name],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                [
+                    exe,
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    self.dir.name,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             if self._wait_ready():
                 self.url = f"redis://127.0.0.1:{self.port}/0"
                 return
@@ -191,20 +226,27 @@ def run_case(case, session, settings):
             if case.kind == "memory":
                 for label, side in sides.items():
                     stats[label] = measure_memory(
-                        side.make, settings["mem_objects"], settings["mem_repeats"])
+                        side.make, settings["mem_objects"], settings["mem_repeats"]
+                    )
             elif sides:
                 stats = time_interleaved(
-                    sides, max(2, round(settings["repeats"] * case.repeats_scale)),
-                    settings["min_time"] * case.min_time_scale)
+                    sides,
+                    max(2, round(settings["repeats"] * case.repeats_scale)),
+                    settings["min_time"] * case.min_time_scale,
+                )
         finally:
             redis_backoff_c.set_random_source("python")
     rows = [_report.evaluate(row, case, stats, reasons) for row in case.rows]
     unit = "bytes per object" if case.kind == "memory" else "seconds per operation"
     sides_out = {
-        label: ({"available": True, **stats[label].as_dict(unit)}
-                if label in stats else
-                {"available": False,
-                 "reason": reasons.get(label, "not needed by any available row")})
+        label: (
+            {"available": True, **stats[label].as_dict(unit)}
+            if label in stats
+            else {
+                "available": False,
+                "reason": reasons.get(label, "not needed by any available row"),
+            }
+        )
         for label in case.sides
     }
     return sides_out, rows
@@ -242,8 +284,7 @@ def collect_meta(session, args, settings, seconds):
         "failures_argument": _cases.FAILURES,
         "settings": settings,
         "argv": sys.argv[1:] if args is None else args,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "duration_seconds": round(seconds, 2),
     }
 
@@ -265,8 +306,10 @@ def main(argv=None):
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("error: --plot needs matplotlib: "
-                  "pip install 'redis-backoff-c[bench]'", file=sys.stderr)
+            print(
+                "error: --plot needs matplotlib: pip install 'redis-backoff-c[bench]'",
+                file=sys.stderr,
+            )
             return 2
     profile = "tiny" if args.tiny else "quick" if args.quick else "full"
     settings = dict(PROFILES[profile], profile=profile, clock=args.clock)
@@ -279,8 +322,7 @@ def main(argv=None):
     session = Session(args)
     cases = _cases.all_cases(session)
     if args.filter:
-        cases = [c for c in cases
-                 if any(f.lower() in c.name.lower() for f in args.filter)]
+        cases = [c for c in cases if any(f.lower() in c.name.lower() for f in args.filter)]
     if args.list:
         print("\n".join(c.name for c in cases))
         return 0
@@ -291,32 +333,46 @@ def main(argv=None):
         for i, case in enumerate(cases, 1):
             sides, case_rows = run_case(case, session, settings)
             rows.extend(case_rows)
-            results.append({"name": case.name, "section": case.section,
-                            "kind": case.kind, "note": case.note, "sides": sides})
+            results.append(
+                {
+                    "name": case.name,
+                    "section": case.section,
+                    "kind": case.kind,
+                    "note": case.note,
+                    "sides": sides,
+                }
+            )
             gone = sorted({r["reason"] for r in case_rows if not r["available"]})
-            progress(f"[{i:2}/{len(cases)}] {case.name:<40} {clock.elapsed():6.1f}s"
-                     + (f"  n/a: {'; '.join(gone)}" if gone else ""))
+            progress(
+                f"[{i:2}/{len(cases)}] {case.name:<40} {clock.elapsed():6.1f}s"
+                + (f"  n/a: {'; '.join(gone)}" if gone else "")
+            )
     finally:
         session.close()
     meta = collect_meta(session, argv, settings, clock.elapsed())
 
-    print(f"redis_backoff_c {meta['packages']['redis_backoff_c']} vs redis "
-          f"{meta['packages']['redis']}; {meta['implementation']} "
-          f"{meta['python']} on {meta['cpu']} ({meta['cpu_count']} CPUs), "
-          f"{meta['platform']}")
-    clock = {"cpu": "CPU time of this process (time.process_time)",
-             "wall": "wall clock (time.perf_counter)"}[args.clock]
-    print(f"profile {profile}: {settings['repeats']} interleaved repeats of "
-          f"~{settings['min_time'] * 1e3:g} ms per side, clock: {clock}; "
-          f"random seed {_cases.SEED}; took {meta['duration_seconds']:.1f} s")
+    print(
+        f"redis_backoff_c {meta['packages']['redis_backoff_c']} vs redis "
+        f"{meta['packages']['redis']}; {meta['implementation']} "
+        f"{meta['python']} on {meta['cpu']} ({meta['cpu_count']} CPUs), "
+        f"{meta['platform']}"
+    )
+    clock = {
+        "cpu": "CPU time of this process (time.process_time)",
+        "wall": "wall clock (time.perf_counter)",
+    }[args.clock]
+    print(
+        f"profile {profile}: {settings['repeats']} interleaved repeats of "
+        f"~{settings['min_time'] * 1e3:g} ms per side, clock: {clock}; "
+        f"random seed {_cases.SEED}; took {meta['duration_seconds']:.1f} s"
+    )
     print(_report.render_table(rows, cases))
     print()
     print(_report.summary(rows))
     print(_report.LEGEND)
 
     if args.json:
-        _report.write_json(args.json, {"meta": meta, "cases": results,
-                                       "rows": rows})
+        _report.write_json(args.json, {"meta": meta, "cases": results, "rows": rows})
         progress(f"wrote {args.json}")
     if args.plot:
         _report.write_plot(args.plot, rows, meta)

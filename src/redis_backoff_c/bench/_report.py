@@ -1,4 +1,5 @@
 """Turning measured sides into rows, and rows into a table, JSON and a chart."""
+
 import json
 import math
 import statistics
@@ -27,14 +28,25 @@ def evaluate(row, case, stats, reasons):
     """The figures of one row from the sides' Stats; a dict for the JSON."""
     section = "floor" if row.kind == "floor" else case.section
     out = {
-        "name": row.name, "case": case.name, "section": section,
-        "kind": row.kind, "unit": "B" if case.kind == "memory" else "ns",
+        "name": row.name,
+        "case": case.name,
+        "section": section,
+        "kind": row.kind,
+        "unit": "B" if case.kind == "memory" else "ns",
         "target": row.target,
-        "target_op": None if row.target is None else
-        (">=" if row.kind in HIGHER_IS_BETTER else "<="),
-        "a": None, "b": None, "a_spread": None, "b_spread": None,
-        "value": None, "value_q1": None, "value_q3": None, "verdict": None,
-        "available": True, "reason": None,
+        "target_op": None
+        if row.target is None
+        else (">=" if row.kind in HIGHER_IS_BETTER else "<="),
+        "a": None,
+        "b": None,
+        "a_spread": None,
+        "b_spread": None,
+        "value": None,
+        "value_q1": None,
+        "value_q3": None,
+        "verdict": None,
+        "available": True,
+        "reason": None,
     }
     missing = [s for s in required_sides(row) if s not in stats]
     if missing:
@@ -82,8 +94,7 @@ def evaluate(row, case, stats, reasons):
     if values:
         out["value_q1"], out["value_q3"] = quartiles(values)
     if row.target is not None:
-        ok = (out["value"] >= row.target if out["target_op"] == ">="
-              else out["value"] <= row.target)
+        ok = out["value"] >= row.target if out["target_op"] == ">=" else out["value"] <= row.target
         verdict = "PASS" if ok else "MISS"
         q1, q3 = out["value_q1"], out["value_q3"]
         if values and q1 < q3 and q1 <= row.target <= q3:
@@ -160,8 +171,9 @@ def render_table(rows, cases, width=None):
             note = notes.get(r["case"])
             if note and note not in seen and section != "floor":
                 seen.append(note)
-                lines.extend(textwrap.wrap(note, 100, initial_indent="  # ",
-                                           subsequent_indent="  # "))
+                lines.extend(
+                    textwrap.wrap(note, 100, initial_indent="  # ", subsequent_indent="  # ")
+                )
         lines.append(_line([*headers, "target", "verdict"], widths))
         for r in in_section:
             if not r["available"]:
@@ -175,8 +187,7 @@ def render_table(rows, cases, width=None):
                 fmt_target(r),
                 r["verdict"] or "",
             ]
-            if r["kind"] == "single" or (r["kind"] == "peer"
-                                         and r["value"] is None):
+            if r["kind"] == "single" or (r["kind"] == "peer" and r["value"] is None):
                 cells[2:] = ["", "", "", ""]
             if r["reason"]:  # a peer row without our side
                 cells[2:] = [f"n/a: {r['reason']}"]
@@ -255,42 +266,46 @@ def write_plot(path, rows, meta):
     def finite(r):
         return r["value"] is not None and math.isfinite(r["value"])
 
-    ratios = [r for r in rows if r["kind"] in ("ratio", "overhead", "memory")
-              and finite(r)]
+    ratios = [r for r in rows if r["kind"] in ("ratio", "overhead", "memory") and finite(r)]
     floors = [r for r in rows if r["kind"] == "floor" and finite(r)]
     peers = [r for r in rows if r["kind"] == "peer" and r["a"] is not None]
     panels = [p for p in (ratios, floors, peers) if p]
     heights = [max(1.5, 0.22 * len(p) + 0.8) for p in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights) + 1),
-                             gridspec_kw={"height_ratios": heights},
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(10, sum(heights) + 1),
+        gridspec_kw={"height_ratios": heights},
+        squeeze=False,
+    )
     axes = iter(axes[:, 0])
     colours = {"PASS": "tab:green", "MISS": "tab:red"}
 
     def bars(ax, group, label):
         names = [f"{r['name'].strip()}" for r in group][::-1]
         values = [r["value"] for r in group][::-1]
-        colors = [colours.get((r["verdict"] or "").rstrip("~"), "tab:gray")
-                  for r in group][::-1]
+        colors = [colours.get((r["verdict"] or "").rstrip("~"), "tab:gray") for r in group][::-1]
         ax.barh(names, values, color=colors)
         for y, value in enumerate(values):
             ax.text(value, y, f" {value:.2f}", va="center", fontsize=6)
         for y, r in enumerate(group[::-1]):
             if r["target"] is not None:
-                ax.plot([r["target"]] * 2, [y - 0.45, y + 0.45], color="black",
-                        linewidth=2)
+                ax.plot([r["target"]] * 2, [y - 0.45, y + 0.45], color="black", linewidth=2)
         ax.set_xlabel(label)
         ax.tick_params(axis="y", labelsize=7)
 
     if ratios:
         ax = next(axes)
-        bars(ax, ratios, "redis-py / redis_backoff_c (higher is better); "
-                         "black tick: target; green PASS, red MISS, grey no target")
+        bars(
+            ax,
+            ratios,
+            "redis-py / redis_backoff_c (higher is better); "
+            "black tick: target; green PASS, red MISS, grey no target",
+        )
         ax.axvline(1.0, color="gray", linestyle=":")
     if floors:
         ax = next(axes)
-        bars(ax, floors, "C fast-source compute / floor (lower is better); "
-                         "black tick: target")
+        bars(ax, floors, "C fast-source compute / floor (lower is better); black tick: target")
     if peers:
         ax = next(axes)
         peers = [r for r in peers if r["kind"] == "peer" and r["a"] > 0]
@@ -300,14 +315,15 @@ def write_plot(path, rows, meta):
         for y, value in enumerate(values):
             ax.text(value, y, f" {value:,.0f} ns", va="center", fontsize=6)
         ax.set_xscale("log")
-        ax.set_xlabel("overhead of a successful call above do(), ns, log scale "
-                      "(lower is better)")
+        ax.set_xlabel("overhead of a successful call above do(), ns, log scale (lower is better)")
         ax.tick_params(axis="y", labelsize=7)
     fig.suptitle(
         f"redis_backoff_c {meta['packages'].get('redis_backoff_c')} vs redis "
         f"{meta['packages'].get('redis')}; Python {meta['python']} "
         f"on {meta['cpu']}; {meta['settings']['profile']} run, "
-        f"{meta['settings']['clock']} clock", fontsize=9)
+        f"{meta['settings']['clock']} clock",
+        fontsize=9,
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -12,13 +12,13 @@ once, and the order of the sides alternates from one repeat to the next, so a
 slow patch of the machine hits every side alike.  Results are the median over
 repeats, with the interquartile range and min-max as the spread.
 """
+
 import gc
 import statistics
 import time
 import timeit
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
-
 
 CLOCKS = {
     # CPU time of this process: on a shared machine, time during which other
@@ -47,7 +47,7 @@ class Side:
     #: run(number) -> seconds taken for `number` operations
     run: Callable[[int], float]
     #: called before every timing, outside the timed region (seeding, ...)
-    before: Optional[Callable[[], None]] = None
+    before: Callable[[], None] | None = None
 
 
 def stmt_side(label, stmt, ns, before=None):
@@ -66,7 +66,7 @@ class Stats:
     """Per-operation figures of one side over the repeats."""
 
     number: int
-    samples: List[float]  # one value per repeat, in repeat order
+    samples: list[float]  # one value per repeat, in repeat order
 
     @property
     def median(self):
@@ -119,7 +119,7 @@ def calibrate(side, min_time):
     return max(1, int(number * min_time / max(taken, 1e-9)))
 
 
-def time_interleaved(sides: Dict[str, Side], repeats, min_time, progress=None):
+def time_interleaved(sides: dict[str, Side], repeats, min_time, progress=None):
     """Time every side `repeats` times, interleaved; return {label: Stats}
     with seconds per operation."""
     gc.collect()  # once per case: a full collection takes milliseconds

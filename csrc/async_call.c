@@ -1,0 +1,958 @@
+/* The awaitable of the asyncio Retry's call_with_retry: see async_call.h.
+ *
+ * redis-py's coroutine, for reference of the order this reproduces:
+ *
+ *     self._backoff.reset()
+ *     failures = 0
+ *     while True:
+ *         try:
+ *             return await do()                        # CALL_AWAIT_DO
+ *         except self._supported_errors as error:
+ *             if is_retryable and not is_retryable(error):
+ *                 raise
+ *             failures += 1
+ *             await fail(error) / fail(error, failures) # CALL_AWAIT_FAIL
+ *             if self._retries >= 0 and failures > self._retries:
+ *                 raise error
+ *             backoff = self._backoff.compute(failures)
+ *             if backoff > 0:
+ *                 await sleep(backoff)                 # CALL_AWAIT_SLEEP
+ *
+ * Each `await` is a phase in which the object holds the iterator of the
+ * awaited object (`inner`) and forwards send/throw/close to it, as a
+ * coroutine's `await` does.  Every time the inner iterator stops (returns
+ * or raises), run() takes the next steps of the loop above, up to the next
+ * await that suspends (a value to yield to the event loop) or to the end.
+ *
+ * Inside the `except` block (the fail and sleep phases) the error is the
+ * handled exception while Python code runs on our behalf, as in redis-py's
+ * coroutine frame, so that exceptions get it as __context__ and
+ * sys.exc_info() sees it.  A coroutine does not push its handled exception
+ * when it forwards throw() or close() to the awaited object, so neither
+ * does this.
+ */
+#include "state.h"
+#include "async_call.h"
+#include "retry_core.h"
+
+typedef enum {
+    CALL_CREATED,     /* not started: the first send runs reset() and do() */
+    CALL_AWAIT_DO,    /* in `await do()` */
+    CALL_AWAIT_FAIL,  /* in `await fail(...)`, handling `error` */
+    CALL_AWAIT_SLEEP, /* in `await sleep(delay)`, handling `error` */
+    CALL_DONE,        /* returned, raised or closed */
+} call_phase;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *retry; /* the asyncio Retry (an rbc_retry_object) */
+    PyObject *do_;   /* the callables, cleared when done */
+    PyObject *fail;
+    PyObject *is_retryable;       /* None when not given */
+    PyObject *with_failure_count; /* its truth is read at each failure */
+    PyObject *inner;              /* the iterator awaited now, or NULL */
+    PyObject *error;              /* the error handled in the fail/sleep phases */
+    rbc_state *state;             /* the module's, alive as long as our type is */
+    long long failures;
+    call_phase phase;
+    char running;   /* inside send/throw/close: re-entry is an error */
+    char finalized; /* tp_finalize ran: the memory is not reused */
+} call_object;
+
+#define CALL(op) ((call_object *)(op))
+
+static inline rbc_state *
+call_state(call_object *self)
+{
+    return self->state;
+}
+
+/* The end of the coroutine: drop everything a finished frame drops. */
+static inline void
+finish(call_object *self)
+{
+    self->phase = CALL_DONE;
+    Py_CLEAR(self->inner);
+    Py_CLEAR(self->error);
+    Py_CLEAR(self->do_);
+    Py_CLEAR(self->fail);
+    Py_CLEAR(self->is_retryable);
+    Py_CLEAR(self->with_failure_count);
+}
+
+/* A StopIteration escaping a coroutine becomes RuntimeError (PEP 479), so
+ * the caller never mistakes it for our return. */
+static void
+convert_stop_iteration(void)
+{
+    if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        return;
+    }
+    PyObject *stop = rbc_exc_fetch();
+    PyErr_SetString(PyExc_RuntimeError, "coroutine raised StopIteration");
+    PyObject *runtime = rbc_exc_fetch();
+    if (runtime == NULL) {
+        Py_XDECREF(stop);
+        return;
+    }
+    PyException_SetCause(runtime, Py_NewRef(stop));
+    PyException_SetContext(runtime, stop);
+    rbc_exc_restore(runtime);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Awaiting one object                                                     */
+
+/* Is `obj` a generator made awaitable by @types.coroutine? */
+static int
+is_iterable_coroutine(PyObject *obj)
+{
+    if (!PyGen_CheckExact(obj)) {
+        return 0;
+    }
+    /* The generator's code flags, read without an attribute lookup. */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyCodeObject *code = PyGen_GetCode((PyGenObject *)obj);
+    int flags = code->co_flags;
+    Py_DECREF(code);
+#elif PY_VERSION_HEX >= 0x030B0000
+    int flags = ((PyGenObject *)obj)->gi_code->co_flags;
+#else
+    int flags = ((PyCodeObject *)((PyGenObject *)obj)->gi_code)->co_flags;
+#endif
+    return (flags & CO_ITERABLE_COROUTINE) != 0;
+}
+
+/* What `await obj` iterates, in CPython's words when it cannot be awaited:
+ * a coroutine itself (the fast path), else obj.__await__(). */
+static PyObject *
+awaitable_iter(PyObject *obj)
+{
+    if (PyCoro_CheckExact(obj) || is_iterable_coroutine(obj)) {
+        return Py_NewRef(obj);
+    }
+    unaryfunc getter = Py_TYPE(obj)->tp_as_async != NULL ? Py_TYPE(obj)->tp_as_async->am_await
+                                                         : NULL;
+    if (getter == NULL) {
+        PyErr_Format(PyExc_TypeError, "object %.100s can't be used in 'await' expression",
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    PyObject *iter = getter(obj);
+    if (iter == NULL) {
+        return NULL;
+    }
+    if (PyCoro_CheckExact(iter) || is_iterable_coroutine(iter)) {
+        PyErr_SetString(PyExc_TypeError, "__await__() returned a coroutine");
+        Py_DECREF(iter);
+        return NULL;
+    }
+    if (!PyIter_Check(iter)) {
+        PyErr_Format(PyExc_TypeError, "__await__() returned non-iterator of type '%.100s'",
+                     Py_TYPE(iter)->tp_name);
+        Py_DECREF(iter);
+        return NULL;
+    }
+    return iter;
+}
+
+/* Forward a send to the awaited iterator; forget it once it has stopped. */
+static PySendResult
+send_inner(call_object *self, PyObject *arg, PyObject **value)
+{
+    PySendResult outcome = PyIter_Send(self->inner, arg, value);
+    if (outcome != PYGEN_NEXT) {
+        Py_CLEAR(self->inner);
+    }
+    return outcome;
+}
+
+/* `await awaitable` (a new reference, consumed): its first step. */
+static PySendResult
+await_first(call_object *self, PyObject *awaitable, PyObject **value)
+{
+    PyObject *iter = awaitable_iter(awaitable);
+    Py_DECREF(awaitable);
+    if (iter == NULL) {
+        return PYGEN_ERROR;
+    }
+    self->inner = iter;
+    return send_inner(self, Py_None, value);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The steps of the loop                                                   */
+
+/* `await do()`, in the `try` block. */
+static PySendResult
+enter_do(call_object *self, PyObject **value)
+{
+    self->phase = CALL_AWAIT_DO;
+    PyObject *awaitable = PyObject_CallNoArgs(self->do_);
+    if (awaitable == NULL) {
+        return PYGEN_ERROR;
+    }
+    return await_first(self, awaitable, value);
+}
+
+/* Re-raise `error` (consumed) as the end of the coroutine. */
+static PySendResult
+raise_error(call_object *self, PyObject *error)
+{
+    rbc_exc_restore(error);
+    finish(self);
+    return PYGEN_ERROR;
+}
+
+/* do() raised (the exception is set): redis-py's `except` clause up to the
+ * first step of `await fail(...)`. */
+static PySendResult
+after_do_error(call_object *self, PyObject **value)
+{
+    rbc_retry_object *retry = (rbc_retry_object *)self->retry;
+    PyObject *error = rbc_exc_fetch();
+    if (error == NULL) {
+        PyErr_SetString(PyExc_SystemError, "do() failed without an exception");
+        finish(self);
+        return PYGEN_ERROR;
+    }
+    if (!rbc_retry_catches(retry, error)) {
+        return raise_error(self, error); /* foreign errors, KeyboardInterrupt: untouched */
+    }
+    PyObject *previous = rbc_exc_begin_handling(error);
+    int go_on = rbc_retry_check_retryable(self->is_retryable, error);
+    if (go_on <= 0) {
+        rbc_exc_end_handling(previous);
+        if (go_on == 0) {
+            return raise_error(self, error); /* the bare `raise` */
+        }
+        Py_DECREF(error);
+        finish(self);
+        return PYGEN_ERROR;
+    }
+    self->failures += 1;
+    PyObject *count = PyLong_FromLongLong(self->failures);
+    PyObject *awaitable = count == NULL ? NULL
+                                        : rbc_retry_call_fail(self->fail, error, count,
+                                                              self->with_failure_count);
+    Py_XDECREF(count);
+    if (awaitable == NULL) {
+        rbc_exc_end_handling(previous);
+        Py_DECREF(error);
+        finish(self);
+        return PYGEN_ERROR;
+    }
+    self->error = error;
+    self->phase = CALL_AWAIT_FAIL;
+    PySendResult outcome = await_first(self, awaitable, value);
+    rbc_exc_end_handling(previous);
+    return outcome;
+}
+
+/* The `sleep` of redis_backoff_c.asyncio.retry, looked up now (failure path
+ * only) so that tests can patch it, as redis.asyncio.retry.sleep. */
+static PyObject *
+lookup_sleep(rbc_async_state *as)
+{
+    PyObject *module = PyImport_GetModule(as->sleep_module_name);
+    if (module == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        module = PyImport_Import(as->sleep_module_name);
+        if (module == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *sleep = PyObject_GetAttr(module, as->str_sleep);
+    Py_DECREF(module);
+    return sleep;
+}
+
+/* `await sleep(delay)` (delay consumed), handling the error. */
+static PySendResult
+enter_sleep(call_object *self, rbc_state *st, PyObject *delay, PyObject **value)
+{
+    PyObject *sleep = lookup_sleep(&st->async);
+    PyObject *awaitable = sleep == NULL ? NULL : PyObject_CallOneArg(sleep, delay);
+    Py_XDECREF(sleep);
+    Py_DECREF(delay);
+    if (awaitable == NULL) {
+        return PYGEN_ERROR;
+    }
+    self->phase = CALL_AWAIT_SLEEP;
+    return await_first(self, awaitable, value);
+}
+
+/* fail's awaitable returned: the retries limit, compute(failures) and the
+ * backoff sleep, or do() again at once. */
+static PySendResult
+after_fail(call_object *self, rbc_state *st, PyObject **value)
+{
+    rbc_retry_object *retry = (rbc_retry_object *)self->retry;
+    PyObject *error = self->error;
+    PyObject *previous = rbc_exc_begin_handling(error);
+    if (rbc_retry_exhausted(retry, self->failures)) {
+        rbc_exc_end_handling(previous);
+        self->error = NULL;
+        return raise_error(self, error); /* `raise error`: the same object */
+    }
+    PySendResult outcome;
+    PyObject *count = PyLong_FromLongLong(self->failures);
+    int should_sleep = 0;
+    PyObject *delay = count == NULL ? NULL
+                                    : rbc_retry_next_delay(st, retry, count, &should_sleep);
+    Py_XDECREF(count);
+    if (delay == NULL) {
+        outcome = PYGEN_ERROR;
+    }
+    else if (should_sleep) {
+        outcome = enter_sleep(self, st, delay, value);
+    }
+    else {
+        Py_DECREF(delay);
+        rbc_exc_end_handling(previous);
+        Py_CLEAR(self->error); /* leaving the `except` block */
+        return enter_do(self, value);
+    }
+    rbc_exc_end_handling(previous);
+    if (outcome == PYGEN_ERROR) {
+        finish(self);
+    }
+    return outcome;
+}
+
+/* The awaited object stopped with `outcome` (its result in *value, or the
+ * exception set): take the next steps of the loop until an await suspends
+ * (PYGEN_NEXT, *value to yield) or the coroutine ends. */
+static PySendResult
+run(call_object *self, PySendResult outcome, PyObject **value)
+{
+    while (outcome != PYGEN_NEXT) {
+        switch (self->phase) {
+        case CALL_AWAIT_DO:
+            if (outcome == PYGEN_RETURN) {
+                finish(self);
+                return PYGEN_RETURN;
+            }
+            outcome = after_do_error(self, value);
+            break;
+        case CALL_AWAIT_FAIL:
+            if (outcome == PYGEN_ERROR) {
+                finish(self);
+                return PYGEN_ERROR;
+            }
+            Py_DECREF(*value); /* fail's result is not used */
+            *value = NULL;
+            {
+                rbc_state *st = call_state(self);
+                outcome = after_fail(self, st, value);
+            }
+            break;
+        case CALL_AWAIT_SLEEP:
+            if (outcome == PYGEN_ERROR) {
+                finish(self);
+                return PYGEN_ERROR;
+            }
+            Py_DECREF(*value);
+            *value = NULL;
+            Py_CLEAR(self->error); /* leaving the `except` block */
+            outcome = enter_do(self, value);
+            break;
+        case CALL_DONE:
+            return outcome;
+        default:
+            PyErr_SetString(PyExc_SystemError, "call_with_retry awaitable in a bad state");
+            return PYGEN_ERROR;
+        }
+    }
+    return PYGEN_NEXT;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The coroutine protocol                                                  */
+
+static int
+refuse_reentry(call_object *self)
+{
+    if (self->running) {
+        PyErr_SetString(PyExc_ValueError, "coroutine already executing");
+        return -1;
+    }
+    return 0;
+}
+
+/* self._backoff.reset(): nothing to do for an unmodified C strategy other
+ * than DecorrelatedJitterBackoff (as retry.c's reset_backoff); the core
+ * handles the rest. */
+static inline int
+reset_backoff(rbc_state *st, rbc_retry_object *retry)
+{
+    if (retry->backoff != NULL) {
+        int kind = rbc_plain_strategy_kind(&st->strategies, retry->backoff);
+        if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
+            return 0;
+        }
+    }
+    return rbc_retry_reset_backoff(st, retry);
+}
+
+/* The first send: reset() and the first `await do()`. */
+static PySendResult
+start(call_object *self, PyObject *arg, PyObject **value)
+{
+    if (arg != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started coroutine");
+        return PYGEN_ERROR;
+    }
+    if (reset_backoff(call_state(self), (rbc_retry_object *)self->retry) < 0) {
+        finish(self);
+        return PYGEN_ERROR;
+    }
+    return run(self, enter_do(self, value), value);
+}
+
+static PySendResult
+call_am_send(PyObject *op, PyObject *arg, PyObject **value)
+{
+    call_object *self = CALL(op);
+    *value = NULL;
+    if (refuse_reentry(self) < 0) {
+        return PYGEN_ERROR;
+    }
+    PySendResult outcome;
+    self->running = 1;
+    switch (self->phase) {
+    case CALL_CREATED:
+        outcome = start(self, arg, value);
+        break;
+    case CALL_AWAIT_DO:
+        outcome = run(self, send_inner(self, arg, value), value);
+        break;
+    case CALL_AWAIT_FAIL:
+    case CALL_AWAIT_SLEEP: {
+        PyObject *previous = rbc_exc_begin_handling(self->error);
+        outcome = send_inner(self, arg, value);
+        rbc_exc_end_handling(previous);
+        outcome = run(self, outcome, value);
+        break;
+    }
+    default:
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+        outcome = PYGEN_ERROR;
+    }
+    self->running = 0;
+    if (outcome == PYGEN_ERROR) {
+        convert_stop_iteration();
+    }
+    return outcome;
+}
+
+/* StopIteration(result) as a coroutine's return raises it: a tuple or an
+ * exception result is the exception's single argument, never unpacked.
+ * This is the cost of every `await` of ours that returns a value where the
+ * interpreter iterates instead of calling am_send (3.10, and 3.12+ for any
+ * awaitable that is not a native coroutine), so it is made cheap. */
+static void
+set_stop_iteration(PyObject *result)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    /* Every exception is created at once here: build the instance
+     * directly, as BaseException.__new__ and StopIteration.__init__ would
+     * leave it (args == (result,), value == result, the rest empty),
+     * without the generic call and argument parsing. */
+    PyObject *args = PyTuple_Pack(1, result);
+    if (args == NULL) {
+        return;
+    }
+    PyTypeObject *type = (PyTypeObject *)PyExc_StopIteration;
+    PyStopIterationObject *stop = (PyStopIterationObject *)type->tp_alloc(type, 0);
+    if (stop == NULL) {
+        Py_DECREF(args);
+        return;
+    }
+    stop->args = args;
+    stop->value = Py_NewRef(result);
+    PyErr_SetRaisedException((PyObject *)stop);
+#else
+    /* Before 3.12 the value can be raised unnormalised, as
+     * _PyGen_SetStopIterationValue does, except where the exception's
+     * constructor would unpack or adopt it. */
+    if (!PyTuple_Check(result) && !PyExceptionInstance_Check(result)) {
+        PyErr_SetObject(PyExc_StopIteration, result);
+        return;
+    }
+    PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, result);
+    if (stop != NULL) {
+        PyErr_SetObject(PyExc_StopIteration, stop);
+        Py_DECREF(stop);
+    }
+#endif
+}
+
+/* The return value of send(), __next__() and throw() for an outcome. */
+static PyObject *
+outcome_to_result(PySendResult outcome, PyObject *value, int none_as_exhausted)
+{
+    if (outcome == PYGEN_NEXT) {
+        return value;
+    }
+    if (outcome == PYGEN_RETURN) {
+        if (value == Py_None && none_as_exhausted) {
+            Py_DECREF(value);
+            return NULL; /* tp_iternext: NULL without an exception */
+        }
+        set_stop_iteration(value);
+        Py_DECREF(value);
+    }
+    return NULL;
+}
+
+static PyObject *
+call_iternext(PyObject *op)
+{
+    PyObject *value;
+    PySendResult outcome = call_am_send(op, Py_None, &value);
+    return outcome_to_result(outcome, value, 1);
+}
+
+static PyObject *
+call_send(PyObject *op, PyObject *arg)
+{
+    PyObject *value;
+    PySendResult outcome = call_am_send(op, arg, &value);
+    return outcome_to_result(outcome, value, 0);
+}
+
+/* Raise what throw(typ[, val[, tb]]) describes, as generator.throw does:
+ * 0 with it set, or -1 with a TypeError when the arguments are not an
+ * exception (then, as for a coroutine, nothing else happens). */
+static int
+raise_thrown(PyObject *typ, PyObject *val, PyObject *tb)
+{
+    if (tb == Py_None) {
+        tb = NULL;
+    }
+    if (tb != NULL && !PyTraceBack_Check(tb)) {
+        PyErr_SetString(PyExc_TypeError, "throw() third argument must be a traceback object");
+        return -1;
+    }
+    PyObject *error;
+    if (PyExceptionClass_Check(typ)) {
+        if (val == NULL || val == Py_None) {
+            error = PyObject_CallNoArgs(typ);
+        }
+        else if (PyObject_TypeCheck(val, (PyTypeObject *)typ)) {
+            error = Py_NewRef(val);
+        }
+        else if (PyTuple_Check(val)) {
+            error = PyObject_Call(typ, val, NULL);
+        }
+        else {
+            error = PyObject_CallOneArg(typ, val);
+        }
+        if (error != NULL && !PyExceptionInstance_Check(error)) {
+            PyErr_Format(PyExc_TypeError,
+                         "calling %R should have returned an instance of BaseException, not %s",
+                         typ, Py_TYPE(error)->tp_name);
+            Py_CLEAR(error);
+        }
+    }
+    else if (PyExceptionInstance_Check(typ)) {
+        if (val != NULL && val != Py_None) {
+            PyErr_SetString(PyExc_TypeError, "instance exception may not have a separate value");
+            return -1;
+        }
+        error = Py_NewRef(typ);
+    }
+    else {
+        PyErr_Format(PyExc_TypeError,
+                     "exceptions must be classes or instances deriving from BaseException, not %s",
+                     Py_TYPE(typ)->tp_name);
+        return -1;
+    }
+    if (error == NULL) {
+        return 0; /* the exception's constructor raised: that is thrown */
+    }
+    if (tb != NULL && PyException_SetTraceback(error, tb) < 0) {
+        Py_DECREF(error);
+        return 0;
+    }
+    rbc_exc_restore(error);
+    return 0;
+}
+
+/* The StopIteration that the awaited iterator's throw() raised on
+ * returning: its value (a new reference), or NULL for another error. */
+static int
+fetch_stop_value(PyObject **value)
+{
+    if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        return 0;
+    }
+    PyObject *stop = rbc_exc_fetch();
+    *value = Py_NewRef(((PyStopIterationObject *)stop)->value);
+    Py_DECREF(stop);
+    return 1;
+}
+
+/* Close the awaited iterator, as a coroutine's close() closes what it
+ * awaits: its close() when it has one.  0, or -1 with its error set. */
+static int
+close_inner(rbc_async_state *as, PyObject *inner)
+{
+    PyObject *close;
+    int found = rbc_get_optional_attr(inner, as->str_close, &close);
+    if (found <= 0) {
+        return found;
+    }
+    PyObject *result = PyObject_CallNoArgs(close);
+    Py_DECREF(close);
+    if (result == NULL) {
+        return -1;
+    }
+    Py_DECREF(result);
+    return 0;
+}
+
+/* throw() at the await point: GeneratorExit closes the awaited iterator and
+ * is raised here; anything else goes to its throw(), when it has one. */
+static PySendResult
+throw_inner(call_object *self, rbc_async_state *as, PyObject *const *args, Py_ssize_t nargs,
+            PyObject **value)
+{
+    PyObject *typ = args[0];
+    PyObject *val = nargs > 1 ? args[1] : NULL;
+    PyObject *tb = nargs > 2 ? args[2] : NULL;
+    PyObject *inner = self->inner;
+    self->inner = NULL; /* it is done with, unless it yields again below */
+    if (PyErr_GivenExceptionMatches(typ, PyExc_GeneratorExit)) {
+        int closed = close_inner(as, inner);
+        Py_DECREF(inner);
+        if (closed == 0) {
+            (void)raise_thrown(typ, val, tb);
+        }
+        return PYGEN_ERROR;
+    }
+    PyObject *throw;
+    int found = rbc_get_optional_attr(inner, as->str_throw, &throw);
+    if (found <= 0) {
+        Py_DECREF(inner);
+        if (found == 0) {
+            (void)raise_thrown(typ, val, tb);
+        }
+        return PYGEN_ERROR;
+    }
+    *value = PyObject_Vectorcall(throw, args, nargs, NULL);
+    Py_DECREF(throw);
+    if (*value != NULL) {
+        self->inner = inner;
+        return PYGEN_NEXT;
+    }
+    Py_DECREF(inner);
+    return fetch_stop_value(value) ? PYGEN_RETURN : PYGEN_ERROR;
+}
+
+/* An exception thrown in comes out of the await in redis-py's `except`
+ * block: the coroutine, resuming with it, chains it to its own handled
+ * exception (the error) as __context__, as a `raise` there would. */
+static void
+chain_to_handled(PyObject *handled)
+{
+    PyObject *raised = rbc_exc_fetch();
+    if (raised == NULL) {
+        return;
+    }
+    PyObject *previous = rbc_exc_begin_handling(handled);
+    PyErr_SetObject((PyObject *)Py_TYPE(raised), raised); /* context, cycle-safe */
+    rbc_exc_end_handling(previous);
+    Py_DECREF(raised);
+}
+
+static PySendResult
+throw_outcome(call_object *self, PyObject *const *args, Py_ssize_t nargs, PyObject **value)
+{
+    rbc_state *st = call_state(self);
+    if (st == NULL) {
+        return PYGEN_ERROR;
+    }
+    switch (self->phase) {
+    case CALL_CREATED:
+        /* Raised before the first line: nothing runs, the coroutine ends. */
+        if (raise_thrown(args[0], nargs > 1 ? args[1] : NULL, nargs > 2 ? args[2] : NULL) == 0) {
+            finish(self);
+        }
+        return PYGEN_ERROR;
+    case CALL_AWAIT_DO:
+        return run(self, throw_inner(self, &st->async, args, nargs, value), value);
+    case CALL_AWAIT_FAIL:
+    case CALL_AWAIT_SLEEP: {
+        PySendResult outcome = throw_inner(self, &st->async, args, nargs, value);
+        if (outcome == PYGEN_ERROR) {
+            chain_to_handled(self->error);
+        }
+        return run(self, outcome, value);
+    }
+    default:
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+        return PYGEN_ERROR;
+    }
+}
+
+static PyObject *
+call_throw(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    call_object *self = CALL(op);
+    if (nargs < 1 || nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "throw expected %s, got %zd",
+                     nargs < 1 ? "at least 1 argument" : "at most 3 arguments", nargs);
+        return NULL;
+    }
+    if (refuse_reentry(self) < 0) {
+        return NULL;
+    }
+    PyObject *value = NULL;
+    self->running = 1;
+    PySendResult outcome = throw_outcome(self, args, nargs, &value);
+    self->running = 0;
+    if (outcome == PYGEN_ERROR) {
+        convert_stop_iteration();
+    }
+    return outcome_to_result(outcome, value, 0);
+}
+
+static PyObject *
+call_close(PyObject *op, PyObject *unused)
+{
+    call_object *self = CALL(op);
+    if (refuse_reentry(self) < 0) {
+        return NULL;
+    }
+    if (self->phase == CALL_CREATED || self->phase == CALL_DONE) {
+        finish(self);
+        Py_RETURN_NONE;
+    }
+    PyObject *exit = PyExc_GeneratorExit;
+    PyObject *value = NULL;
+    self->running = 1;
+    PySendResult outcome = throw_outcome(self, &exit, 1, &value);
+    self->running = 0;
+    if (outcome == PYGEN_NEXT) {
+        Py_DECREF(value);
+        PyErr_SetString(PyExc_RuntimeError, "coroutine ignored GeneratorExit");
+        return NULL;
+    }
+    if (outcome == PYGEN_RETURN) {
+#if PY_VERSION_HEX >= 0x030D0000
+        return value; /* 3.13: close() returns what the coroutine returned */
+#else
+        Py_DECREF(value);
+        Py_RETURN_NONE;
+#endif
+    }
+    if (PyErr_ExceptionMatches(PyExc_GeneratorExit)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    convert_stop_iteration();
+    return NULL;
+}
+
+static PyObject *
+call_await(PyObject *self)
+{
+    return Py_NewRef(self);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Life cycle                                                              */
+
+PyObject *
+rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail,
+                   PyObject *is_retryable, PyObject *with_failure_count)
+{
+    rbc_async_state *as = &st->async;
+    call_object *self;
+    if (as->free_calls_count > 0) {
+        /* Memory of a finished one: only the object header to set again. */
+        self = (call_object *)as->free_calls[--as->free_calls_count];
+        (void)PyObject_Init((PyObject *)self, as->Call_type);
+    }
+    else {
+        self = PyObject_GC_New(call_object, as->Call_type);
+        if (self == NULL) {
+            return NULL;
+        }
+    }
+    self->retry = Py_NewRef(retry);
+    self->do_ = Py_NewRef(do_);
+    self->fail = Py_NewRef(fail);
+    self->is_retryable = Py_NewRef(is_retryable);
+    self->with_failure_count = Py_NewRef(with_failure_count);
+    self->inner = NULL;
+    self->error = NULL;
+    self->state = st;
+    self->failures = 0;
+    self->phase = CALL_CREATED;
+    self->running = 0;
+    self->finalized = 0;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static int
+call_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    call_object *self = CALL(op);
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->retry);
+    Py_VISIT(self->do_);
+    Py_VISIT(self->fail);
+    Py_VISIT(self->is_retryable);
+    Py_VISIT(self->with_failure_count);
+    Py_VISIT(self->inner);
+    Py_VISIT(self->error);
+    return 0;
+}
+
+static int
+call_clear(PyObject *op)
+{
+    call_object *self = CALL(op);
+    finish(self);
+    Py_CLEAR(self->retry);
+    return 0;
+}
+
+/* As a coroutine's finalizer: one never awaited warns; one suspended in an
+ * await is closed, which closes what it awaits. */
+static void
+call_finalize(PyObject *op)
+{
+    call_object *self = CALL(op);
+    self->finalized = 1;
+    if (self->phase == CALL_DONE || self->retry == NULL) {
+        return;
+    }
+    PyObject *saved = rbc_exc_fetch();
+    if (self->phase == CALL_CREATED) {
+        finish(self);
+        if (PyErr_WarnEx(PyExc_RuntimeWarning,
+                         "coroutine 'Retry.call_with_retry' was never awaited", 1)
+            < 0) {
+            PyErr_WriteUnraisable(op);
+        }
+    }
+    else {
+        PyObject *result = call_close(op, NULL);
+        if (result == NULL) {
+            PyErr_WriteUnraisable(op);
+        }
+        Py_XDECREF(result);
+    }
+    if (saved != NULL) {
+        rbc_exc_restore(saved);
+    }
+}
+
+static void
+call_dealloc(PyObject *op)
+{
+    /* A finished awaitable (the usual case) has nothing to finalize: skip
+     * the finalizer protocol's resurrection dance. */
+    if (CALL(op)->phase != CALL_DONE && PyObject_CallFinalizerFromDealloc(op) < 0) {
+        return; /* resurrected by the finalizer */
+    }
+    call_object *self = CALL(op);
+    PyTypeObject *type = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    if (self->phase != CALL_DONE) {
+        finish(self);
+    }
+    Py_CLEAR(self->retry);
+    /* An awaitable lives for one call_with_retry: keep its memory for the
+     * next, unless the module is being cleared (Call_type gone) or the
+     * finalizer ran (its "finalized" mark would stay on the memory, and
+     * the next object's finalizer would never run). */
+    rbc_async_state *as = &self->state->async;
+    if (as->Call_type == type && as->free_calls_count < RBC_CALL_FREE_LIST_SIZE
+        && !self->finalized) {
+        as->free_calls[as->free_calls_count++] = op;
+    }
+    else {
+        type->tp_free(op);
+    }
+    Py_DECREF(type);
+}
+
+void
+rbc_async_call_free_list_clear(rbc_async_state *as)
+{
+    while (as->free_calls_count > 0) {
+        PyObject_GC_Del(as->free_calls[--as->free_calls_count]);
+    }
+}
+
+static PyObject *
+call_get_running(PyObject *op, void *closure)
+{
+    return PyBool_FromLong(CALL(op)->running);
+}
+
+static PyObject *
+call_get_await(PyObject *op, void *closure)
+{
+    PyObject *inner = CALL(op)->inner;
+    return Py_NewRef(inner != NULL ? inner : Py_None);
+}
+
+/* clang-format off */
+static PyGetSetDef call_getset[] = {
+    {"cr_running", call_get_running, NULL, "Whether send/throw/close is running.", NULL},
+    {"cr_await", call_get_await, NULL, "The object awaited now, or None.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef call_methods[] = {
+    {"send", call_send, METH_O,
+     "send($self, value, /)\n--\n\n"
+     "Send a value into the awaited object; return the next value it yields,\n"
+     "or raise StopIteration with call_with_retry's result."},
+    {"throw", (PyCFunction)(void (*)(void))call_throw, METH_FASTCALL,
+     "throw($self, typ, val=None, tb=None, /)\n--\n\n"
+     "Raise an exception at the await point: into the awaited object."},
+    {"close", call_close, METH_NOARGS,
+     "close($self, /)\n--\n\nRaise GeneratorExit at the await point: close the awaited object."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot call_slots[] = {
+    {Py_tp_doc, (void *)"The awaitable of asyncio Retry.call_with_retry(): await it once."},
+    {Py_am_await, call_await},
+    {Py_am_send, (void *)call_am_send},
+    {Py_tp_iter, PyObject_SelfIter},
+    {Py_tp_iternext, call_iternext},
+    {Py_tp_methods, call_methods},
+    {Py_tp_getset, call_getset},
+    {Py_tp_traverse, call_traverse},
+    {Py_tp_clear, call_clear},
+    {Py_tp_finalize, call_finalize},
+    {Py_tp_dealloc, call_dealloc},
+    {0, NULL},
+};
+/* clang-format on */
+
+static PyType_Spec call_spec = {
+    .name = "redis_backoff_c._speedups.CallWithRetry",
+    .basicsize = sizeof(call_object),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = call_slots,
+};
+
+int
+rbc_async_call_init(rbc_state *st, PyObject *module)
+{
+    st->async.Call_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &call_spec, NULL);
+    return st->async.Call_type == NULL ? -1 : 0;
+}

@@ -1,0 +1,26 @@
+/* The awaitable that redis_backoff_c.asyncio.retry.Retry.call_with_retry
+ * returns: redis-py's `async def call_with_retry` as a C state machine
+ * that speaks the coroutine protocol (__await__, send, throw, close). */
+#ifndef RBC_ASYNC_CALL_H
+#define RBC_ASYNC_CALL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "async_retry.h"
+
+struct rbc_state;
+
+/* Creates the awaitable type into st->async.Call_type. */
+int rbc_async_call_init(struct rbc_state *st, PyObject *module);
+
+/* Frees the memory kept for reuse (module clear). */
+void rbc_async_call_free_list_clear(rbc_async_state *as);
+
+/* A new awaitable that will run call_with_retry on `retry` (an asyncio
+ * Retry object) when first sent to.  is_retryable may be None. */
+PyObject *rbc_async_call_new(struct rbc_state *st, PyObject *retry, PyObject *do_,
+                             PyObject *fail, PyObject *is_retryable,
+                             PyObject *with_failure_count);
+
+#endif

@@ -1,0 +1,439 @@
+"""The asyncio Retry's shared contract, run on redis-py and on the C type alike.
+
+Every call_with_retry scenario records its full event sequence (see
+async_scenarios.py) and must match what redis-py's coroutine records for
+the same scenario, on the same loop.
+"""
+
+import asyncio
+import copy
+import pickle
+import sys
+
+import pytest
+import redis.asyncio.retry
+import redis.exceptions
+import redis.retry
+from async_scenarios import (
+    ERRORS,
+    RecordingBackoff,
+    Scenario,
+    play,
+    run_on,
+    suspend,
+)
+
+LOOPS = ["hand", "asyncio", "uvloop"]
+
+# (id, scenario): what do() does each call, and how the rest answers.
+SCENARIOS = [
+    ("success", Scenario(("ok",))),
+    ("one-failure", Scenario(("conn", "ok"))),
+    ("timeout-then-ok", Scenario(("timeout", "timeout", "ok"))),
+    ("subclass-retried", Scenario(("sub", "ok"))),
+    ("exhausted-3", Scenario(("conn",) * 5, retries=3)),
+    ("retries-0", Scenario(("conn", "ok"), retries=0)),
+    ("retries-1-ok", Scenario(("conn", "ok"), retries=1)),
+    ("retries-1-exhausted", Scenario(("conn", "conn", "ok"), retries=1)),
+    ("forever", Scenario(("conn",) * 7 + ("ok",), retries=-1)),
+    ("foreign", Scenario(("conn", "foreign"))),
+    ("keyboard-interrupt", Scenario(("conn", "kbi"))),
+    ("system-exit", Scenario(("exit",))),
+    ("is-retryable-true", Scenario(("conn", "conn", "ok"), is_retryable=(True,))),
+    ("is-retryable-false", Scenario(("conn", "ok"), is_retryable=(False,))),
+    ("is-retryable-false-2nd", Scenario(("conn",) * 3 + ("ok",), is_retryable=(1, 0))),
+    ("is-retryable-raises", Scenario(("conn", "ok"), is_retryable=("raise",))),
+    ("is-retryable-truthy", Scenario(("conn", "ok"), is_retryable=([1],))),
+    ("with-count", Scenario(("conn", "conn", "ok"), with_failure_count=True)),
+    ("with-count-false", Scenario(("conn", "ok"), with_failure_count=False)),
+    ("fail-raises-1st", Scenario(("conn", "ok"), fail_raises_at=1)),
+    ("fail-raises-2nd", Scenario(("conn",) * 3, fail_raises_at=2)),
+    ("fail-raises-last", Scenario(("conn", "conn"), retries=1, fail_raises_at=2)),
+    ("zero-delay", Scenario(("conn", "conn", "ok"), delays=(0, 0.0))),
+    ("negative-delay", Scenario(("conn", "ok"), delays=(-1,))),
+    ("mixed-delays", Scenario(("conn",) * 4 + ("ok",), delays=(0.5, 0, 2))),
+    ("exponential-c-fast-path", Scenario(("conn",) * 3 + ("ok",), backoff="exponential")),
+    ("exponential-exhausted", Scenario(("conn",) * 4, retries=2, backoff="exponential")),
+    ("no-backoff", Scenario(("conn", "ok"), backoff="none")),
+    ("do-object", Scenario(("conn", "ok"), do_kind="object")),
+    ("fail-object", Scenario(("conn", "ok"), fail_kind="object")),
+    ("fail-not-awaitable", Scenario(("conn", "ok"), fail_kind="none")),
+    ("fail-object-raises", Scenario(("conn", "ok"), fail_kind="object", fail_raises_at=1)),
+]
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+@pytest.mark.parametrize("scenario", [s for _, s in SCENARIOS], ids=[i for i, _ in SCENARIOS])
+def test_scenario_matches_redis_py(impl, reference, scenario, loop, monkeypatch):
+    assert play(impl, scenario, monkeypatch, loop) == play(reference, scenario, monkeypatch, loop)
+
+
+FUTURE_SCENARIOS = [
+    Scenario(("conn", "ok"), do_kind="future"),
+    Scenario(("conn", "timeout", "foreign"), do_kind="future"),
+    Scenario(("conn", "ok"), fail_kind="future"),
+    Scenario(("conn", "ok"), fail_kind="future", fail_raises_at=1),
+]
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("scenario", FUTURE_SCENARIOS)
+def test_futures_match_redis_py(impl, reference, scenario, loop, monkeypatch):
+    assert play(impl, scenario, monkeypatch, loop) == play(reference, scenario, monkeypatch, loop)
+
+
+def test_event_sequence_spelled_out(impl, monkeypatch):
+    events = play(impl, Scenario(("conn", "timeout", "ok"), with_failure_count=True), monkeypatch)
+    conn = ("ConnectionError", "do 1")
+    timeout = ("TimeoutError", "do 2")
+    assert events == [
+        ("reset",),
+        ("do",),
+        ("fail", conn, True, 1),
+        ("compute", 1),
+        ("sleep", 0.25),
+        ("do",),
+        ("fail", timeout, True, 2),
+        ("compute", 2),
+        ("sleep", 0.25),
+        ("do",),
+        ("return", ("result", 3)),
+    ]
+
+
+def test_exhausted_raises_the_same_error_with_do_frames(impl, monkeypatch):
+    monkeypatch.setattr(impl.asyncio_retry, "sleep", lambda delay: suspend())
+    raised = []
+
+    async def do():
+        await suspend()
+        raised.append(redis.exceptions.ConnectionError(len(raised)))
+        raise raised[-1]
+
+    async def fail(error):
+        pass
+
+    async def main():
+        retry = impl.asyncio_retry.Retry(impl.backoff.ConstantBackoff(1), 2)
+        with pytest.raises(redis.exceptions.ConnectionError) as info:
+            await retry.call_with_retry(do, fail)
+        return info.value
+
+    error = run_on("asyncio", main())
+    assert error is raised[-1] and len(raised) == 3
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    assert frames[-1] == "do"
+
+
+# ---- results carried by StopIteration ----
+
+
+@pytest.mark.parametrize(
+    "result",
+    [None, 0, (1, 2), (), ((),), StopIteration(5), ValueError("v"), [1]],
+    ids=repr,
+)
+def test_result_returned_as_is(impl, result):
+    retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 1)
+
+    async def do():
+        return result
+
+    async def fail(error):
+        pass
+
+    awaitable = retry.call_with_retry(do, fail)
+    with pytest.raises(StopIteration) as info:
+        awaitable.send(None)
+    assert info.value.value is result
+    assert run_on("asyncio", retry.call_with_retry(do, fail)) is result
+
+
+# ---- __context__ of errors raised while handling one ----
+
+
+def test_fail_coroutine_raising_has_the_error_as_context(impl, monkeypatch):
+    events = play(impl, Scenario(("conn", "ok"), fail_raises_at=1), monkeypatch)
+    assert events[-1] == (
+        "raise",
+        ("FailError", "fail 1"),
+        False,
+        ("ConnectionError", "do 1"),
+        True,
+    )
+
+
+def test_compute_raising_has_the_error_as_context(impl):
+    class Broken(RecordingBackoff):
+        def compute(self, failures):
+            raise ArithmeticError("compute")
+
+    captured = []
+
+    async def do():
+        captured.append(redis.exceptions.ConnectionError("x"))
+        raise captured[-1]
+
+    async def fail(error):
+        pass
+
+    async def main():
+        retry = impl.asyncio_retry.Retry(Broken([]), 3)
+        with pytest.raises(ArithmeticError) as info:
+            await retry.call_with_retry(do, fail)
+        assert info.value.__context__ is captured[0]
+
+    run_on("asyncio", main())
+
+
+def test_fail_sees_the_error_in_exc_info(impl, monkeypatch):
+    seen = []
+
+    async def fail(error):
+        seen.append(sys.exc_info()[1] is error)
+        await suspend()
+        seen.append(sys.exc_info()[1] is error)
+
+    async def do():
+        if not seen:
+            raise redis.exceptions.ConnectionError()
+        return "ok"
+
+    async def main():
+        retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 1)
+        assert sys.exc_info()[1] is None
+        assert await retry.call_with_retry(do, fail) == "ok"
+        assert sys.exc_info()[1] is None
+
+    run_on("asyncio", main())
+    assert seen == [True, True]
+
+
+# ---- cancellation at each await point, timeouts ----
+
+
+class Cancellation:
+    """A scenario that blocks at one await point until cancelled, recording
+    what each awaited object saw."""
+
+    def __init__(self, impl, where, monkeypatch):
+        self.impl = impl
+        self.where = where
+        self.events = []
+        self.started = None
+        self.errors = []
+        monkeypatch.setattr(impl.asyncio_retry, "sleep", self.sleep)
+
+    async def block(self, name):
+        self.started.set()
+        try:
+            await asyncio.get_running_loop().create_future()
+        except asyncio.CancelledError as error:
+            self.events.append((name, "cancelled", sys.exc_info()[1] is error))
+            raise
+        finally:
+            self.events.append((name, "finally"))
+
+    async def do(self):
+        self.events.append(("do",))
+        if self.where == "do":
+            await self.block("do")
+        self.errors.append(redis.exceptions.ConnectionError("down"))
+        raise self.errors[-1]
+
+    async def fail(self, error):
+        self.events.append(("fail",))
+        if self.where == "fail":
+            await self.block("fail")
+
+    async def sleep(self, delay):
+        self.events.append(("sleep", delay))
+        await self.block("sleep")
+
+    async def run(self):
+        self.started = asyncio.Event()
+        retry = self.impl.asyncio_retry.Retry(self.impl.backoff.ConstantBackoff(1), 3)
+        task = asyncio.ensure_future(retry.call_with_retry(self.do, self.fail))
+        await self.started.wait()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError as error:
+            context = error.__context__
+            self.events.append(("outcome", "cancelled", task.cancelled()))
+            self.events.append(
+                (
+                    "context",
+                    type(context).__name__,
+                    bool(self.errors) and context is self.errors[-1],
+                )
+            )
+        return self.events
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("where", ["do", "fail", "sleep"])
+def test_cancellation_reaches_the_awaited_object(impl, reference, where, loop, monkeypatch):
+    events = run_on(loop, Cancellation(impl, where, monkeypatch).run())
+    expected = run_on(loop, Cancellation(reference, where, monkeypatch).run())
+    assert events == expected
+    assert (where, "finally") in events
+    assert ("outcome", "cancelled", True) in events
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_wait_for_times_out_during_backoff(impl, loop):
+    events = []
+
+    async def do():
+        events.append("do")
+        raise redis.exceptions.TimeoutError("slow")
+
+    async def fail(error):
+        events.append("fail")
+
+    async def main():
+        retry = impl.asyncio_retry.Retry(impl.backoff.ConstantBackoff(30), 3)
+        start = asyncio.get_running_loop().time()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(retry.call_with_retry(do, fail), 0.05)
+        return asyncio.get_running_loop().time() - start
+
+    elapsed = run_on(loop, main())
+    assert events == ["do", "fail"]
+    assert elapsed < 5
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_create_task_and_gather(impl, loop, monkeypatch):
+    monkeypatch.setattr(impl.asyncio_retry, "sleep", lambda delay: asyncio.sleep(0))
+    attempts = {}
+
+    def make_do(key):
+        async def do():
+            attempts[key] = attempts.get(key, 0) + 1
+            await asyncio.sleep(0)
+            if attempts[key] <= key % 3:
+                raise redis.exceptions.ConnectionError(key)
+            return key * 10
+
+        return do
+
+    async def fail(error):
+        await asyncio.sleep(0)
+
+    async def main():
+        retry = impl.asyncio_retry.Retry(impl.backoff.ExponentialBackoff(), 3)
+        tasks = [asyncio.create_task(retry.call_with_retry(make_do(k), fail)) for k in range(5)]
+        gathered = await asyncio.gather(
+            *(retry.call_with_retry(make_do(k), fail) for k in range(5, 10))
+        )
+        return [await t for t in tasks] + gathered
+
+    assert run_on(loop, main()) == [k * 10 for k in range(10)]
+
+
+# ---- the Retry object: construction, attributes, ==, hash, copies ----
+
+
+def make_retry(impl, *args, **kwargs):
+    return impl.asyncio_retry.Retry(*args, **kwargs)
+
+
+def test_defaults(impl):
+    retry = make_retry(impl, impl.backoff.NoBackoff(), 2)
+    assert retry._supported_errors == (
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+    )
+    assert retry._retries == 2 and retry.get_retries() == 2
+    retry.update_retries(5)
+    assert retry._retries == 5
+    retry.update_supported_errors([ValueError])
+    assert type(retry._supported_errors) is tuple
+    assert set(retry._supported_errors) == {
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+        ValueError,
+    }
+    keyword = make_retry(
+        impl, backoff=impl.backoff.NoBackoff(), retries=1, supported_errors=(OSError,)
+    )
+    assert keyword._supported_errors == (OSError,)
+
+
+def test_isinstance_of_redis_py_class(impl):
+    retry = make_retry(impl, impl.backoff.NoBackoff(), 1)
+    assert isinstance(retry, redis.asyncio.retry.Retry)
+    assert not isinstance(retry, redis.retry.Retry)
+
+
+def test_equal_and_hash_across_implementations(impl, reference):
+    ours = make_retry(impl, impl.backoff.ExponentialBackoff(2, 0.5), 3, (OSError, ValueError))
+    theirs = make_retry(
+        reference, reference.backoff.ExponentialBackoff(2, 0.5), 3, (ValueError, OSError)
+    )
+    assert ours == theirs and theirs == ours
+    assert not (ours != theirs)
+    assert hash(ours) == hash(theirs)
+    assert hash(ours) == hash((ours._backoff, 3, frozenset((OSError, ValueError))))
+    assert ours != make_retry(
+        reference, reference.backoff.ExponentialBackoff(2, 0.5), 4, (OSError, ValueError)
+    )
+    assert ours != make_retry(reference, reference.backoff.NoBackoff(), 3, (OSError, ValueError))
+    assert ours.__eq__(object()) is NotImplemented
+
+
+def test_sync_and_async_never_equal(impl, reference):
+    for side in (impl, reference):
+        sync = side.retry.Retry(side.backoff.NoBackoff(), 1, (OSError,))
+        asynchronous = make_retry(impl, impl.backoff.NoBackoff(), 1, (OSError,))
+        assert sync != asynchronous and asynchronous != sync
+
+
+@pytest.mark.parametrize(
+    "how", ["copy", "deepcopy"] + [f"pickle{p}" for p in range(pickle.HIGHEST_PROTOCOL + 1)]
+)
+def test_copies(impl, how):
+    retry = make_retry(impl, impl.backoff.ExponentialBackoff(2, 0.5), 3)
+    if how == "copy":
+        other = copy.copy(retry)
+        assert other._backoff is retry._backoff
+    elif how == "deepcopy":
+        other = copy.deepcopy(retry)
+        assert other._backoff is not retry._backoff
+    else:
+        other = pickle.loads(pickle.dumps(retry, int(how[len("pickle") :])))
+    assert type(other) is type(retry)
+    assert other == retry and hash(other) == hash(retry)
+    assert other._supported_errors == retry._supported_errors
+
+
+def test_repr_names_the_parameters(c_impl):
+    retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 3)
+    errors = retry._supported_errors
+    assert repr(retry) == f"Retry(NoBackoff(), 3, supported_errors={errors!r})"
+
+
+def test_call_with_retry_keywords(impl, monkeypatch):
+    async def do():
+        raise redis.exceptions.ConnectionError("x")
+
+    seen = []
+
+    async def fail(error, failures):
+        seen.append(failures)
+
+    retry = make_retry(impl, impl.backoff.NoBackoff(), 2)
+    awaitable = retry.call_with_retry(do=do, fail=fail, is_retryable=None, with_failure_count=True)
+    with pytest.raises(redis.exceptions.ConnectionError):
+        run_on("asyncio", awaitable)
+    assert seen == [1, 2, 3]
+
+
+def test_errors_module_is_the_one_reference():
+    assert ERRORS["conn"] is redis.exceptions.ConnectionError
