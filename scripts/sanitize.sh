@@ -77,6 +77,15 @@ if ! runtime_present; then
     fi
 fi
 libasan=$(readlink -f "$("$CC" -print-file-name=libasan.so)")
+# libstdc++ preloaded after it: a C++ library imported later (the benchmark's
+# peers) throws exceptions, and ASan's __cxa_throw interceptor must find the
+# real function when ASan starts, or it aborts with "CHECK failed:
+# real___cxa_throw != 0".
+libstdcxx=$(readlink -f "$("$CC" -print-file-name=libstdc++.so)")
+preload="$libasan"
+if [ -e "$libstdcxx" ]; then
+    preload="$libasan:$libstdcxx"
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
     say "creating virtualenv $VENV with $("$PYTHON" -V 2>&1)"
@@ -120,7 +129,7 @@ fi
 say "running the tests under ASan + UBSan with $("$py" -V 2>&1)"
 status=0
 set +e
-LD_PRELOAD="$libasan" \
+LD_PRELOAD="$preload" \
     PYTHONMALLOC=malloc \
     ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=87:detect_stack_use_after_return=1:log_path=$logs/asan" \
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=86" \
