@@ -313,6 +313,44 @@ generic_uniform(rbc_state *st, PyObject *a, PyObject *b)
     return PyFloat_FromDouble(out);
 }
 
+/* The upper bound of a jittered draw, made safe for the float arithmetic of
+ * random.uniform and of `/ 2`: an int or Fraction bound past the float
+ * range (base * 2**failures with a negative or exact base, an infinite or
+ * exact cap) is the float infinity of its sign, what the formula gives in
+ * floats, where Python would raise OverflowError.  Any other bound is kept
+ * as it is.  New reference. */
+static PyObject *
+bound_in_float_range(rbc_strategies_state *ss, PyObject *high)
+{
+    double value;
+    if (PyLong_Check(high)) {
+        value = PyLong_AsDouble(high);
+    }
+    else if (PyObject_TypeCheck(high, ss->fraction_type)) {
+        PyObject *as_float = PyNumber_Float(high);
+        if (as_float != NULL) {
+            Py_DECREF(as_float);
+            return Py_NewRef(high);
+        }
+        value = -1.0;
+    }
+    else {
+        return Py_NewRef(high);
+    }
+    if (!(value == -1.0 && PyErr_Occurred())) {
+        return Py_NewRef(high);
+    }
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        return NULL;
+    }
+    PyErr_Clear();
+    int positive = PyObject_RichCompareBool(high, ss->int_zero, Py_GT);
+    if (positive < 0) {
+        return NULL;
+    }
+    return PyFloat_FromDouble(positive ? HUGE_VAL : -HUGE_VAL);
+}
+
 /* uniform(a, b) from doubles, falling back to a replaced random.uniform
  * called with the objects redis-py passes: a_obj, and b_obj or b as a float. */
 static PyObject *
@@ -371,6 +409,8 @@ capped_scaled_double(PyObject *cap, PyObject *base, PyObject *failures, double *
     return 1;
 }
 
+/* min(cap, base * 2**failures) with objects, as the bound of a jittered
+ * draw (see bound_in_float_range). */
 static PyObject *
 generic_capped_scaled(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
@@ -378,8 +418,13 @@ generic_capped_scaled(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fa
     if (scaled == NULL) {
         return NULL;
     }
-    PyObject *result = py_min(cap, scaled);
+    PyObject *high = py_min(cap, scaled);
     Py_DECREF(scaled);
+    if (high == NULL) {
+        return NULL;
+    }
+    PyObject *result = bound_in_float_range(&st->strategies, high);
+    Py_DECREF(high);
     return result;
 }
 
@@ -1011,17 +1056,26 @@ tuple_hash(PyObject *const *items, Py_ssize_t count)
     return (Py_hash_t)acc;
 }
 
+/* The hashes, comparisons and reprs of the parameters run Python code (a
+ * __hash__, __eq__ or __repr__) that may assign the attributes, and so free
+ * the objects read before it: each function owns what it read until done. */
 static Py_hash_t
 constant_hash(PyObject *self)
 {
-    return tuple_hash(&CONSTANT(self)->backoff, 1);
+    PyObject *item = Py_NewRef(CONSTANT(self)->backoff);
+    Py_hash_t hash = tuple_hash(&item, 1);
+    Py_DECREF(item);
+    return hash;
 }
 
 static Py_hash_t
 capped_hash(PyObject *self)
 {
-    PyObject *items[2] = {CAPPED(self)->base, CAPPED(self)->cap};
-    return tuple_hash(items, 2);
+    PyObject *items[2] = {Py_NewRef(CAPPED(self)->base), Py_NewRef(CAPPED(self)->cap)};
+    Py_hash_t hash = tuple_hash(items, 2);
+    Py_DECREF(items[0]);
+    Py_DECREF(items[1]);
+    return hash;
 }
 
 /* Is `other` of the family `kind` (ours or redis-py's), as redis-py's
@@ -1035,24 +1089,37 @@ same_family(rbc_state *st, PyObject *other, int kind)
     return PyObject_IsInstance(other, st->strategies.redis_classes[kind]);
 }
 
-/* `self.a == other.a and self.b == other.b`, with `and`'s result. */
+/* Field i of a C strategy of the family `kind`: _backoff, or _base then
+ * _cap.  New reference. */
+static inline PyObject *
+field_of(PyObject *obj, int kind, Py_ssize_t i)
+{
+    if (kind == RBC_CONSTANT) {
+        return Py_NewRef(CONSTANT(obj)->backoff);
+    }
+    return Py_NewRef(i == 0 ? CAPPED(obj)->base : CAPPED(obj)->cap);
+}
+
+/* `self.a == other.a and self.b == other.b`, with `and`'s result.  Each
+ * field is read just before its comparison, as redis-py reads it, and owned
+ * during it: the first comparison may run code that assigns the second. */
 static PyObject *
-compare_fields(rbc_state *st, PyObject *other, int kind,
-               PyObject *const *mine, PyObject *const *names, Py_ssize_t count)
+compare_fields(rbc_state *st, PyObject *self, PyObject *other, int kind,
+               PyObject *const *names, Py_ssize_t count)
 {
     PyObject *result = NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *mine = field_of(self, kind, i);
         PyObject *theirs = PyObject_TypeCheck(other, st->strategies.types[kind])
-                               ? Py_NewRef(kind == RBC_CONSTANT
-                                               ? CONSTANT(other)->backoff
-                                               : (i == 0 ? CAPPED(other)->base
-                                                         : CAPPED(other)->cap))
+                               ? field_of(other, kind, i)
                                : PyObject_GetAttr(other, names[i]);
         if (theirs == NULL) {
+            Py_DECREF(mine);
             Py_XDECREF(result);
             return NULL;
         }
-        Py_XSETREF(result, PyObject_RichCompare(mine[i], theirs, Py_EQ));
+        Py_XSETREF(result, PyObject_RichCompare(mine, theirs, Py_EQ));
+        Py_DECREF(mine);
         Py_DECREF(theirs);
         if (result == NULL) {
             return NULL;
@@ -1091,12 +1158,11 @@ strategy_richcompare(PyObject *self, PyObject *other, int op, int kind)
     PyObject *result;
     if (kind == RBC_CONSTANT) {
         PyObject *names[1] = {st->strategies.str_backoff};
-        result = compare_fields(st, other, kind, &CONSTANT(self)->backoff, names, 1);
+        result = compare_fields(st, self, other, kind, names, 1);
     }
     else {
-        PyObject *mine[2] = {CAPPED(self)->base, CAPPED(self)->cap};
         PyObject *names[2] = {st->strategies.str_base, st->strategies.str_cap};
-        result = compare_fields(st, other, kind, mine, names, 2);
+        result = compare_fields(st, self, other, kind, names, 2);
     }
     if (result == NULL || op == Py_EQ) {
         return result;
@@ -1130,15 +1196,23 @@ constant_repr(PyObject *self)
     if (PyObject_TypeCheck(self, st->strategies.types[RBC_NO_BACKOFF])) {
         return PyUnicode_FromFormat("%s()", short_type_name(Py_TYPE(self)));
     }
-    return PyUnicode_FromFormat("%s(backoff=%R)", short_type_name(Py_TYPE(self)),
-                                CONSTANT(self)->backoff);
+    PyObject *backoff = Py_NewRef(CONSTANT(self)->backoff);
+    PyObject *repr = PyUnicode_FromFormat("%s(backoff=%R)", short_type_name(Py_TYPE(self)),
+                                          backoff);
+    Py_DECREF(backoff);
+    return repr;
 }
 
 static PyObject *
 capped_repr(PyObject *self)
 {
-    return PyUnicode_FromFormat("%s(cap=%R, base=%R)", short_type_name(Py_TYPE(self)),
-                                CAPPED(self)->cap, CAPPED(self)->base);
+    /* Owned: repr(cap) may run code that assigns _base. */
+    PyObject *cap = Py_NewRef(CAPPED(self)->cap), *base = Py_NewRef(CAPPED(self)->base);
+    PyObject *repr = PyUnicode_FromFormat("%s(cap=%R, base=%R)", short_type_name(Py_TYPE(self)),
+                                          cap, base);
+    Py_DECREF(cap);
+    Py_DECREF(base);
+    return repr;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1367,6 +1441,20 @@ init_constants(rbc_strategies_state *ss)
     }
     ss->copyreg_newobj = PyObject_GetAttrString(copyreg, "__newobj__");
     Py_DECREF(copyreg);
+    PyObject *fractions = PyImport_ImportModule("fractions");
+    if (fractions == NULL) {
+        return -1;
+    }
+    ss->fraction_type = (PyTypeObject *)PyObject_GetAttrString(fractions, "Fraction");
+    Py_DECREF(fractions);
+    if (ss->fraction_type == NULL) {
+        return -1;
+    }
+    if (!PyType_Check(ss->fraction_type)) {
+        Py_CLEAR(ss->fraction_type);
+        PyErr_SetString(PyExc_ImportError, "fractions.Fraction is not a class");
+        return -1;
+    }
     ss->default_cap = PyFloat_FromDouble(0.512);
     ss->default_base = PyFloat_FromDouble(0.008);
     ss->int_zero = PyLong_FromLong(0);
@@ -1423,6 +1511,7 @@ rbc_strategies_traverse(rbc_strategies_state *ss, visitproc visit, void *arg)
     }
     Py_VISIT(ss->abstract_backoff);
     Py_VISIT(ss->copyreg_newobj);
+    Py_VISIT(ss->fraction_type);
     return 0;
 }
 
@@ -1435,6 +1524,7 @@ rbc_strategies_clear(rbc_strategies_state *ss)
     }
     Py_CLEAR(ss->abstract_backoff);
     Py_CLEAR(ss->copyreg_newobj);
+    Py_CLEAR(ss->fraction_type);
     Py_CLEAR(ss->default_cap);
     Py_CLEAR(ss->default_base);
     Py_CLEAR(ss->int_zero);

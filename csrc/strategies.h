@@ -26,8 +26,9 @@ typedef struct {
     PyObject *int_zero;
     PyObject *int_two;
     PyObject *int_three;
-    PyObject *copyreg_newobj; /* copyreg.__newobj__, for __reduce__ */
-    PyObject *str_cap;        /* interned "_cap", "_base", ... */
+    PyObject *copyreg_newobj;    /* copyreg.__newobj__, for __reduce__ */
+    PyTypeObject *fraction_type; /* fractions.Fraction */
+    PyObject *str_cap;           /* interned "_cap", "_base", ... */
     PyObject *str_base;
     PyObject *str_backoff;
     PyObject *str_previous_backoff;

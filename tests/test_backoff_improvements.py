@@ -66,6 +66,40 @@ def test_huge_counts_with_non_float_bases_give_the_cap(name, base):
         assert 0 <= delay <= 4
 
 
+@pytest.mark.parametrize("name", ["FullJitterBackoff", "EqualJitterBackoff"])
+@pytest.mark.parametrize(
+    "cap, base, failures",
+    [
+        (0.512, -1, 2000),  # a negative int base: the bound is a huge negative int
+        (0.512, Fraction(-1, 3), 1100),  # the same with a Fraction
+        (math.inf, 1, 2000),  # an infinite cap keeps the huge int bound
+        (2**3000, 1, 2000),  # so does an int cap past the float range
+        (0.512, -1, 10**6),
+    ],
+)
+def test_exact_bounds_past_the_float_range_draw_in_floats(name, cap, base, failures):
+    # Regression: the bound min(cap, base * 2**failures) was an exact int or
+    # Fraction past the float range, and random.uniform (or `/ 2`) raised
+    # OverflowError from the C side for failures >= 1024.  The formula in
+    # floats gives the infinity of the bound's sign.
+    sign = 1 if base > 0 else -1
+    for seed in range(5):
+        random.seed(seed)
+        delay = getattr(backoff, name)(cap, base).compute(failures)
+        assert delay == sign * math.inf
+
+
+def test_exact_bounds_inside_the_float_range_are_kept():
+    # A bound that converts to a float is passed on unchanged, as redis-py does.
+    for name in ("FullJitterBackoff", "EqualJitterBackoff"):
+        for base in (-1, Fraction(-1, 3), 3):
+            random.seed(1)
+            mine = getattr(backoff, name)(math.inf, base).compute(1000)
+            random.seed(1)
+            theirs = getattr(redis.backoff, name)(math.inf, base).compute(1000)
+            assert mine == theirs
+
+
 def test_zero_base_stays_zero_for_huge_counts():
     assert backoff.ExponentialBackoff(base=0.0).compute(10**30) == 0.0
     assert backoff.FullJitterBackoff(base=0.0).compute(10**30) == 0.0

@@ -1,0 +1,181 @@
+"""Reference cycles through the C objects are found and freed by the cyclic
+garbage collector (C side only): every C type traverses the objects it
+holds and clears them.
+
+Each test builds a cycle, drops it, runs gc.collect() and proves that the
+objects are gone: through a weak reference, or by counting the live
+instances of an exact C type (which takes no weak references)."""
+
+import gc
+import weakref
+
+import pytest
+import redis.exceptions
+
+import redis_backoff_c.backoff as backoff
+import redis_backoff_c.retry as retry_module
+from redis_backoff_c.retry import Retry
+
+CAPPED = [
+    "ExponentialBackoff",
+    "FullJitterBackoff",
+    "EqualJitterBackoff",
+    "DecorrelatedJitterBackoff",
+    "ExponentialWithJitterBackoff",
+]
+ALL = ["ConstantBackoff", "NoBackoff"] + CAPPED
+
+
+class Number(float):
+    """A real number that can hold a reference (and be weakly referenced)."""
+
+
+def instances(cls):
+    return sum(1 for obj in gc.get_objects() if type(obj) is cls)
+
+
+def new(name):
+    cls = getattr(backoff, name)
+    return cls(0.5) if name == "ConstantBackoff" else cls()
+
+
+def assert_collected(ref):
+    gc.collect()
+    assert ref() is None, "the cycle was not collected"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_subclass_referring_to_itself(name):
+    cls = type("Sub", (getattr(backoff, name),), {})
+    strategy = cls(0.5) if name == "ConstantBackoff" else cls()
+    strategy.me = strategy
+    ref = weakref.ref(strategy)
+    del strategy
+    assert_collected(ref)
+
+
+@pytest.mark.parametrize("name", ["ConstantBackoff"] + CAPPED)
+def test_cycle_through_a_parameter_of_an_exact_type(name):
+    cls = getattr(backoff, name)
+    gc.collect()
+    before = instances(cls)
+    number = Number(0.25)
+    strategy = cls(number) if name == "ConstantBackoff" else cls(number, number)
+    number.strategy = strategy  # strategy -> _cap/_base/_backoff -> number -> strategy
+    ref = weakref.ref(number)
+    del strategy, number
+    assert_collected(ref)
+    assert instances(cls) == before
+
+
+def test_cycle_through_previous_backoff():
+    cls = backoff.DecorrelatedJitterBackoff
+    gc.collect()
+    before = instances(cls)
+    strategy = cls()
+    number = Number(0.0)
+    strategy._previous_backoff = number
+    number.strategy = strategy
+    ref = weakref.ref(number)
+    del strategy, number
+    assert_collected(ref)
+    assert instances(cls) == before
+
+
+def test_finaliser_in_a_cycle_may_use_the_strategy():
+    seen = []
+
+    class Finalised(Number):
+        def __del__(self):
+            seen.append(self.strategy.compute(3))
+
+    number = Finalised(0.5)
+    number.strategy = backoff.ExponentialBackoff(number, 0.01)
+    del number
+    gc.collect()
+    assert seen == [0.08]
+
+
+class PicklableSub(backoff.ExponentialBackoff):
+    pass
+
+
+def test_copies_of_a_cycle_are_collected():
+    import copy
+    import pickle
+
+    strategy = PicklableSub(1.0, 0.5)
+    strategy.me = strategy
+    copies = [copy.copy(strategy), copy.deepcopy(strategy), pickle.loads(pickle.dumps(strategy))]
+    assert copies[1].me is copies[1]
+    refs = [weakref.ref(obj) for obj in [strategy, *copies]]
+    del strategy, copies
+    gc.collect()
+    assert [ref() for ref in refs] == [None] * 4
+
+
+# ---- through the Retry ----
+
+
+def test_strategy_subclass_referring_to_its_retry():
+    strategy = type("Sub", (backoff.ExponentialBackoff,), {})()
+    retry = Retry(strategy, 3)
+    strategy.retry = retry  # retry -> _backoff -> strategy -> retry
+    refs = [weakref.ref(retry), weakref.ref(strategy)]
+    del strategy, retry
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None]
+
+
+def test_supported_error_class_referring_to_its_retry():
+    error = type("Failure", (redis.exceptions.ConnectionError,), {})
+    retry = Retry(backoff.NoBackoff(), 3, (error,))
+    error.retry = retry  # retry -> _supported_errors -> class -> retry
+    refs = [weakref.ref(retry), weakref.ref(error)]
+    del error, retry
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None]
+
+
+def test_do_closure_referring_to_the_retry(monkeypatch):
+    monkeypatch.setattr(retry_module, "sleep", lambda delay: None)
+
+    def build():
+        sub = type("RetryWithState", (Retry,), {})
+        retry = sub(backoff.ExponentialBackoff(), 2)
+        retry.errors = []
+
+        def do():
+            # The closure holds the Retry; the errors, kept by the Retry,
+            # hold this frame through their tracebacks.
+            raise redis.exceptions.ConnectionError(retry)
+
+        retry.do = do
+        with pytest.raises(redis.exceptions.ConnectionError):
+            retry.call_with_retry(do, retry.errors.append)
+        assert len(retry.errors) == 3
+        return [weakref.ref(retry), weakref.ref(do)]
+
+    refs = build()
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None]
+
+
+def test_retry_of_exact_type_in_a_cycle():
+    def build():
+        strategy = type("Sub", (backoff.NoBackoff,), {})()
+        retry = Retry(strategy, 1)
+        strategy.retry = retry
+
+        def do():
+            return retry
+
+        strategy.do = do
+        assert retry.call_with_retry(do, print) is retry
+        return weakref.ref(strategy)
+
+    gc.collect()
+    before = instances(Retry)
+    ref = build()
+    assert_collected(ref)
+    assert instances(Retry) == before

@@ -1,0 +1,265 @@
+"""Every path through the C asyncio Retry and its awaitable, run thousands
+of times, leaves no object, memory or reference behind (C side only; see
+leakcheck.py).  Most paths drive the awaitable by hand (send/throw/close),
+which is what an event loop does, without the loop's own allocations;
+cancellation of a real task runs on one event loop kept for the test."""
+
+import asyncio
+import copy
+import pickle
+import types
+import warnings
+
+import pytest
+import redis.exceptions
+from leakcheck import assert_no_leak
+
+import redis_backoff_c.asyncio.retry as async_module
+import redis_backoff_c.backoff as backoff
+from redis_backoff_c.asyncio.retry import Retry
+
+Conn = redis.exceptions.ConnectionError
+
+
+class UserError(Exception):
+    pass
+
+
+@types.coroutine
+def suspend():
+    yield
+
+
+async def no_sleep(delay):
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _no_sleeping(monkeypatch):
+    monkeypatch.setattr(async_module, "sleep", no_sleep)
+
+
+def finish(awaitable):
+    """Drive `awaitable` to its end by hand: ("value", v) or ("raised", e)."""
+    try:
+        while True:
+            awaitable.send(None)
+    except StopIteration as stop:
+        return ("value", stop.value)
+    except BaseException as error:  # noqa: BLE001 - the outcome
+        return ("raised", type(error))
+
+
+def flaky(times, error=Conn, suspending=False):
+    """An async do() that raises `error` `times` times (per rewind), then
+    returns "ok"."""
+    state = {"left": times}
+
+    async def do():
+        if suspending:
+            await suspend()
+        if state["left"]:
+            state["left"] -= 1
+            raise error("down")
+        return "ok"
+
+    do.rewind = lambda: state.update(left=times)
+    return do
+
+
+async def fail(error, *count):
+    return None
+
+
+STRATEGIES = {
+    "no-backoff": lambda: backoff.NoBackoff(),
+    "exponential": lambda: backoff.ExponentialBackoff(),  # "sleeps" (patched)
+    "decorrelated": lambda: backoff.DecorrelatedJitterBackoff(),
+    "subclass": lambda: type("Sub", (backoff.EqualJitterBackoff,), {})(),
+}
+
+
+@pytest.fixture(params=sorted(STRATEGIES))
+def strategy(request):
+    return STRATEGIES[request.param]()
+
+
+@pytest.mark.parametrize("suspending", [False, True])
+def test_success(strategy, suspending):
+    retry = Retry(strategy, 3)
+    do = flaky(0, suspending=suspending)
+    assert_no_leak(
+        lambda: finish(retry.call_with_retry(do, fail)) == ("value", "ok"), watched=[retry, do]
+    )
+
+
+@pytest.mark.parametrize("suspending", [False, True])
+def test_failures_then_success(strategy, suspending):
+    retry = Retry(strategy, 5)
+    do = flaky(3, suspending=suspending)
+
+    def run():
+        do.rewind()
+        assert finish(retry.call_with_retry(do, fail, None, True)) == ("value", "ok")
+
+    assert_no_leak(run, watched=[retry, strategy])
+
+
+def test_exhausted_not_retryable_unsupported():
+    retry = Retry(backoff.NoBackoff(), 2)
+    always = flaky(10**9)
+    other = flaky(10**9, UserError)
+
+    def not_retryable(error):
+        return False
+
+    def run():
+        assert finish(retry.call_with_retry(always, fail)) == ("raised", Conn)
+        assert finish(retry.call_with_retry(always, fail, not_retryable)) == ("raised", Conn)
+        assert finish(retry.call_with_retry(other, fail)) == ("raised", UserError)
+
+    assert_no_leak(run, watched=[retry, always, other])
+
+
+def test_callbacks_and_compute_raising():
+    retry = Retry(backoff.NoBackoff(), 3)
+    always = flaky(10**9)
+
+    async def raising_fail(error):
+        raise UserError("fail")
+
+    def raising_predicate(error):
+        raise UserError("is_retryable")
+
+    class Broken(backoff.ExponentialBackoff):
+        def compute(self, failures):
+            raise UserError("compute")
+
+    broken = Retry(Broken(), 3)
+
+    async def raising_sleep(delay):
+        raise UserError("sleep")
+
+    sleepy = Retry(backoff.ConstantBackoff(1), 3)
+
+    def run():
+        assert finish(retry.call_with_retry(always, raising_fail)) == ("raised", UserError)
+        assert finish(retry.call_with_retry(always, fail, raising_predicate)) == (
+            "raised",
+            UserError,
+        )
+        assert finish(broken.call_with_retry(always, fail)) == ("raised", UserError)
+        # Assigned directly: monkeypatch would record every call (the
+        # autouse fixture restores the module at the end).
+        async_module.sleep = raising_sleep
+        assert finish(sleepy.call_with_retry(always, fail)) == ("raised", UserError)
+        async_module.sleep = no_sleep
+
+    assert_no_leak(run)
+
+
+def test_argument_errors():
+    retry = Retry(backoff.NoBackoff(), 3)
+
+    def run():
+        for args, kwargs in [((1, fail), {}), ((fail,), {}), ((fail, fail), {"nope": 1})]:
+            try:
+                finish(retry.call_with_retry(*args, **kwargs))
+            except TypeError:
+                continue
+            raise AssertionError("no TypeError")
+
+    assert_no_leak(run)
+
+
+@pytest.mark.parametrize("where", ["do", "fail", "sleep"])
+@pytest.mark.parametrize("how", ["throw", "close"])
+def test_thrown_into_and_closed_at_each_await(where, how, monkeypatch):
+    # What a cancellation does to the awaitable: CancelledError thrown in
+    # at the await point (or GeneratorExit by close()), which must reach
+    # the awaited object and come out.
+    async def blocking_fail(error):
+        if where == "fail":
+            await suspend()
+
+    async def blocking_sleep(delay):
+        await suspend()
+
+    monkeypatch.setattr(async_module, "sleep", blocking_sleep)
+    retry = Retry(backoff.ConstantBackoff(1) if where == "sleep" else backoff.NoBackoff(), 3)
+    do = flaky(0 if where == "do" else 1, suspending=where == "do")
+
+    def run():
+        do.rewind()
+        awaitable = retry.call_with_retry(do, blocking_fail)
+        awaitable.send(None)  # now suspended in do(), fail() or sleep()
+        if how == "close":
+            awaitable.close()
+            return
+        try:
+            awaitable.throw(asyncio.CancelledError())
+        except asyncio.CancelledError:
+            return
+        raise AssertionError("not cancelled")
+
+    assert_no_leak(run, watched=[retry, do])
+
+
+def test_never_awaited():
+    retry = Retry(backoff.NoBackoff(), 3)
+    do = flaky(0)
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            retry.call_with_retry(do, fail)
+
+    assert_no_leak(run, watched=[retry, do])
+
+
+def test_task_cancellation_on_an_event_loop():
+    loop = asyncio.new_event_loop()
+    retry = Retry(backoff.NoBackoff(), 3)
+
+    async def do():
+        await asyncio.get_running_loop().create_future()
+
+    async def one():
+        task = loop.create_task(retry.call_with_retry(do, fail))
+        await asyncio.sleep(0)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return
+        raise AssertionError("not cancelled")
+
+    try:
+        assert_no_leak(lambda: loop.run_until_complete(one()), calls=500, watched=[retry])
+    finally:
+        loop.close()
+
+
+def test_construction_methods_copies():
+    strategy = backoff.ExponentialBackoff()
+    errors = (UserError, KeyError)
+    retry = Retry(strategy, 3)
+    same = Retry(backoff.ExponentialBackoff(), 3)
+
+    def run():
+        Retry(strategy, -1, errors)
+        try:
+            Retry(strategy, "3")
+        except TypeError:
+            pass
+        retry.update_retries(4)
+        retry.update_supported_errors([KeyError])
+        retry.get_retries()
+        copy.copy(retry)
+        copy.deepcopy(retry)
+        pickle.loads(pickle.dumps(retry))
+        assert retry == same or retry != same
+        hash(retry)
+        repr(retry)
+
+    assert_no_leak(run, calls=500, watched=[strategy, errors, retry])
