@@ -272,32 +272,7 @@ retry_type_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyOb
     if (st != NULL && (PyTypeObject *)type == st->retry.Retry_type) {
         return rbc_retry_vectorcall(&st->retry.flavor, type, args, nargsf, kwnames);
     }
-    PyObject *tuple = PyTuple_New(PyVectorcall_NARGS(nargsf));
-    if (tuple == NULL) {
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
-        PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
-    }
-    PyObject *kwargs = NULL;
-    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
-        kwargs = PyDict_New();
-        for (Py_ssize_t k = 0; kwargs != NULL && k < PyTuple_GET_SIZE(kwnames); k++) {
-            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k),
-                               args[PyTuple_GET_SIZE(tuple) + k])
-                < 0) {
-                Py_CLEAR(kwargs);
-            }
-        }
-        if (kwargs == NULL) {
-            Py_DECREF(tuple);
-            return NULL;
-        }
-    }
-    PyObject *result = PyType_Type.tp_call(type, tuple, kwargs);
-    Py_DECREF(tuple);
-    Py_XDECREF(kwargs);
-    return result;
+    return rbc_retry_type_call_slots(type, args, nargsf, kwnames);
 }
 
 static PyObject *
