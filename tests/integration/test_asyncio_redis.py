@@ -4,20 +4,22 @@ An asyncio client counts with INCR while another thread SIGKILLs and
 restarts the server, or kills the client's connection with CLIENT KILL.
 Every command must complete (the C awaitable absorbs the faults, awaiting
 fail and the backoff sleep) and no acknowledged write may be lost; the
-reasoning, and the check, are those of test_retry_redis.py.
+reasoning, and the check, are in incr_stream.py.
 """
 
 import asyncio
-import threading
-import time
 
 import pytest
 import redis
 import redis.asyncio
-from test_retry_redis import (
-    FAULT_RETRY,
+from incr_stream import (
+    FAULT_RETRIES,
     assert_nothing_lost,
-    redis_server as redis_server,  # the fixture, shared
+    fault_backoff,
+    kill_and_restart,
+    kill_connections,
+    redis_server as redis_server,  # the fixture
+    run_with_faults,
 )
 
 import redis_backoff_c.asyncio.retry
@@ -50,7 +52,7 @@ def make_client(server, retry, **options):
 
 def test_asyncio_client_with_c_retry_serves_commands(redis_server):
     async def main():
-        retry = Retry(FAULT_RETRY[0], 3)
+        retry = Retry(fault_backoff(), 3)
         client = make_client(redis_server, retry)
         assert isinstance(client.get_retry(), Retry)
         assert await client.ping()
@@ -72,47 +74,19 @@ def test_asyncio_client_with_c_retry_serves_commands(redis_server):
 
 
 def run_incr_stream(client, faults):
-    """INCR from the event loop until `faults(mark, progressed)`, run in a
-    thread, is done; returns the replies and, for each fault, the number of
-    replies before it (as test_retry_redis.run_incr_stream).  Closes the
-    client."""
-    acked = []
-    marks = []
-    done = threading.Event()
-    failure = []
+    """As in test_retry_redis.py, from an event loop; closes the client."""
 
-    def progressed(count=20, timeout=5.0):
-        start = marks[-1] if marks else 0
-        deadline = time.monotonic() + timeout
-        while len(acked) < start + count:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no progress in {timeout}s after fault {len(marks)}")
-            time.sleep(0.005)
+    def stream(acked, done):
+        async def incr_until_done():
+            try:
+                while not done.is_set():
+                    acked.append(await client.incr("counter"))
+            finally:
+                await client.aclose()  # inside the loop that owns the connection
 
-    def fault_loop():
-        try:
-            faults(lambda: marks.append(len(acked)), progressed)
-        except BaseException as error:  # reported by the main thread
-            failure.append(error)
-        finally:
-            done.set()
+        asyncio.run(incr_until_done())
 
-    async def stream():
-        try:
-            while not done.is_set():
-                acked.append(await client.incr("counter"))
-        finally:
-            await client.aclose()  # inside the loop that owns the connection
-
-    thread = threading.Thread(target=fault_loop)
-    thread.start()
-    try:
-        asyncio.run(stream())
-    finally:
-        done.wait()
-        thread.join()
-    assert not failure, failure
-    return acked, marks
+    return run_with_faults(stream, faults)
 
 
 def sync_reader(server):
@@ -121,19 +95,9 @@ def sync_reader(server):
 
 
 def test_server_killed_and_restarted_loses_no_acknowledged_write(redis_server, slept):
-    client = make_client(redis_server, Retry(*FAULT_RETRY))
+    client = make_client(redis_server, Retry(fault_backoff(), FAULT_RETRIES))
     kills = 4
-
-    def faults(mark, progressed):
-        for _ in range(kills):
-            progressed()
-            redis_server.kill()
-            mark()
-            time.sleep(0.1)
-            redis_server.start()
-        progressed()
-
-    acked, marks = run_incr_stream(client, faults)
+    acked, marks = run_incr_stream(client, kill_and_restart(redis_server, kills))
     assert redis_server.starts == kills + 1
     assert len(slept) >= kills
     with sync_reader(redis_server) as reader:
@@ -141,19 +105,13 @@ def test_server_killed_and_restarted_loses_no_acknowledged_write(redis_server, s
 
 
 def test_connection_killed_loses_no_acknowledged_write(redis_server, slept):
-    client = make_client(redis_server, Retry(*FAULT_RETRY), single_connection_client=True)
+    client = make_client(
+        redis_server, Retry(fault_backoff(), FAULT_RETRIES), single_connection_client=True
+    )
     admin = redis.Redis(host="127.0.0.1", port=redis_server.port)
     killed = []
     kills = 5
-
-    def faults(mark, progressed):
-        for _ in range(kills):
-            progressed()
-            killed.append(admin.client_kill_filter(_type="normal", skipme=True))
-            mark()
-        progressed()
-
-    acked, marks = run_incr_stream(client, faults)
+    acked, marks = run_incr_stream(client, kill_connections(admin, kills, killed))
     assert killed == [1] * kills  # the client's connection, every time
     assert len(slept) >= kills
     with sync_reader(redis_server) as reader:
