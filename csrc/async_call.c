@@ -409,7 +409,27 @@ start(call_object *self, PyObject *arg, PyObject **value)
         finish(self);
         return PYGEN_ERROR;
     }
-    return run(self, enter_do(self, value), value);
+    self->phase = CALL_AWAIT_DO;
+    PyObject *awaitable = PyObject_CallNoArgs(self->do_);
+    if (awaitable == NULL || !PyCoro_CheckExact(awaitable)) {
+        return run(self, awaitable == NULL ? PYGEN_ERROR : await_first(self, awaitable, value),
+                   value);
+    }
+    /* The usual do(), an async def: its coroutine is its own iterator,
+     * stepped through its am_send slot.  When it returns at once (no I/O
+     * awaited), so do we. */
+    self->inner = awaitable;
+    PySendResult outcome = PyCoro_Type.tp_as_async->am_send(awaitable, Py_None, value);
+    if (outcome == PYGEN_NEXT) {
+        return PYGEN_NEXT;
+    }
+    self->inner = NULL;
+    Py_DECREF(awaitable);
+    if (outcome == PYGEN_RETURN) {
+        finish(self);
+        return PYGEN_RETURN;
+    }
+    return run(self, outcome, value);
 }
 
 static PySendResult
@@ -461,18 +481,29 @@ set_stop_iteration(PyObject *result)
      * directly, as BaseException.__new__ and StopIteration.__init__ would
      * leave it (args == (result,), value == result, the rest empty),
      * without the generic call and argument parsing. */
-    PyObject *args = PyTuple_Pack(1, result);
+    PyObject *args = PyTuple_New(1);
     if (args == NULL) {
         return;
     }
-    PyTypeObject *type = (PyTypeObject *)PyExc_StopIteration;
-    PyStopIterationObject *stop = (PyStopIterationObject *)type->tp_alloc(type, 0);
+    PyTuple_SET_ITEM(args, 0, Py_NewRef(result));
+    /* StopIteration is a static type: its tp_alloc (PyType_GenericAlloc)
+     * is PyObject_GC_New with every field zeroed and the object tracked,
+     * done here without the generic size computation and memset. */
+    PyStopIterationObject *stop = PyObject_GC_New(PyStopIterationObject,
+                                                  (PyTypeObject *)PyExc_StopIteration);
     if (stop == NULL) {
         Py_DECREF(args);
         return;
     }
+    stop->dict = NULL;
     stop->args = args;
+    stop->notes = NULL;
+    stop->traceback = NULL;
+    stop->context = NULL;
+    stop->cause = NULL;
+    stop->suppress_context = 0;
     stop->value = Py_NewRef(result);
+    PyObject_GC_Track(stop);
     PyErr_SetRaisedException((PyObject *)stop);
 #else
     /* Before 3.12 the value can be raised unnormalised, as
