@@ -55,6 +55,16 @@ fast_state_of(PyObject *self)
 static PyObject *
 call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
+    if (kwnames == NULL && nargs == 2) { /* call_with_retry(do, fail), the usual call */
+        if (check_callable(args[0], "do") < 0 || check_callable(args[1], "fail") < 0) {
+            return NULL;
+        }
+        rbc_state *st = fast_state_of(self);
+        if (st == NULL) {
+            return NULL;
+        }
+        return rbc_async_call_new(st, self, args[0], args[1], Py_None, Py_False);
+    }
     PyObject *values[4] = {NULL, NULL, Py_None, Py_False};
     if (kwnames == NULL && nargs >= 2 && nargs <= 4) {
         for (Py_ssize_t i = 0; i < nargs; i++) {
