@@ -192,6 +192,12 @@ rbc_async_init(rbc_state *st, PyObject *module)
         || rbc_async_call_init(st, module) < 0) {
         return -1;
     }
+#if RBC_STOP_ARGS_CACHE
+    as->stop_args = PyTuple_Pack(1, Py_None);
+    if (as->stop_args == NULL) {
+        return -1;
+    }
+#endif
     PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &async_retry_spec, NULL);
     if (type == NULL) {
         return -1;
@@ -223,4 +229,5 @@ rbc_async_clear(rbc_async_state *as)
     Py_CLEAR(as->str_sleep);
     Py_CLEAR(as->str_throw);
     Py_CLEAR(as->str_close);
+    Py_CLEAR(as->stop_args);
 }
