@@ -526,7 +526,7 @@ stop_args(rbc_async_state *as, PyObject *result)
  * interpreter iterates instead of calling am_send (3.12+ for any awaitable
  * that is not a native coroutine), so it is made cheap. */
 static void
-set_stop_iteration(rbc_async_state *as, PyObject *result)
+set_stop_iteration(rbc_async_state *as, PyObject *result, int chain)
 {
 #if PY_VERSION_HEX >= 0x030C0000
     /* Every exception is created at once here: build the instance
@@ -556,6 +556,18 @@ set_stop_iteration(rbc_async_state *as, PyObject *result)
     stop->suppress_context = 0;
     stop->value = Py_NewRef(result);
     PyObject_GC_Track(stop);
+    if (chain) {
+        /* send() and throw() raise it as a coroutine's do, with
+         * PyErr_SetObject: the exception being handled becomes its
+         * __context__ (a new exception, so no cycle to break). */
+        PyObject *handled = PyErr_GetHandledException();
+        if (handled != NULL && handled != Py_None) {
+            PyException_SetContext((PyObject *)stop, handled);
+        }
+        else {
+            Py_XDECREF(handled);
+        }
+    }
     PyErr_SetRaisedException((PyObject *)stop);
 #else
     /* Before 3.12 the value can be raised unnormalised, as
@@ -585,7 +597,7 @@ outcome_to_result(call_object *self, PySendResult outcome, PyObject *value, int 
             Py_DECREF(value);
             return NULL; /* tp_iternext: NULL without an exception */
         }
-        set_stop_iteration(&call_state(self)->async, value);
+        set_stop_iteration(&call_state(self)->async, value, !none_as_exhausted);
         Py_DECREF(value);
     }
     return NULL;

@@ -409,3 +409,28 @@ def test_next_raises_stop_iteration_with_the_result(c_impl):
         held.append((value, stop.value))
     for value, stop in held:
         assert stop.value is value and stop.args == (() if value is None else (value,))
+
+
+@pytest.mark.parametrize("value", [5, None, "text"])
+def test_stop_iteration_from_send_chains_the_handled_exception(impl, value):
+    """send() inside an `except` block raises the StopIteration with the
+    handled exception as __context__, as a coroutine's send does."""
+    retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 1)
+
+    async def do():
+        return value
+
+    async def fail(error):
+        pass
+
+    awaitable = retry.call_with_retry(do, fail)
+    handled = KeyError("handled")
+    try:
+        raise handled
+    except KeyError:
+        try:
+            awaitable.send(None)
+        except StopIteration as stop:
+            caught = stop
+    assert caught.value is value and caught.args == (() if value is None else (value,))
+    assert caught.__context__ is handled and not caught.__suppress_context__
