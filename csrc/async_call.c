@@ -409,7 +409,27 @@ start(call_object *self, PyObject *arg, PyObject **value)
         finish(self);
         return PYGEN_ERROR;
     }
-    return run(self, enter_do(self, value), value);
+    self->phase = CALL_AWAIT_DO;
+    PyObject *awaitable = PyObject_CallNoArgs(self->do_);
+    if (awaitable == NULL || !PyCoro_CheckExact(awaitable)) {
+        return run(self, awaitable == NULL ? PYGEN_ERROR : await_first(self, awaitable, value),
+                   value);
+    }
+    /* The usual do(), an async def: its coroutine is its own iterator,
+     * stepped through its am_send slot.  When it returns at once (no I/O
+     * awaited), so do we. */
+    self->inner = awaitable;
+    PySendResult outcome = PyCoro_Type.tp_as_async->am_send(awaitable, Py_None, value);
+    if (outcome == PYGEN_NEXT) {
+        return PYGEN_NEXT;
+    }
+    self->inner = NULL;
+    Py_DECREF(awaitable);
+    if (outcome == PYGEN_RETURN) {
+        finish(self);
+        return PYGEN_RETURN;
+    }
+    return run(self, outcome, value);
 }
 
 static PySendResult
@@ -448,31 +468,106 @@ call_am_send(PyObject *op, PyObject *arg, PyObject **value)
     return outcome;
 }
 
+#if RBC_STOP_ARGS_CACHE
+/* Is `obj` one of the objects that live as long as the interpreter (the
+ * bools, the small ints)?  Holding one retains nothing. */
+static int
+is_static_singleton(PyObject *obj)
+{
+    if (obj == Py_True || obj == Py_False) {
+        return 1;
+    }
+    if (!PyLong_CheckExact(obj) || !PyUnstable_Long_IsCompact((PyLongObject *)obj)) {
+        return 0;
+    }
+    Py_ssize_t n = PyUnstable_Long_CompactValue((PyLongObject *)obj);
+    if (n < -5 || n > 256) {
+        return 0;
+    }
+    PyObject *cached = PyLong_FromSsize_t(n); /* the small int itself: cannot fail */
+    if (cached == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(cached);
+    return cached == obj;
+}
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* The args of StopIteration(result): (result,).  A StopIteration that
+ * carries one of the interpreter's singletons (await do() returning a
+ * small count or a bool) takes the module's one-item tuple when nothing else
+ * holds it any more (as zip and enumerate reuse their result tuple): no
+ * other object can tell, and the tuple retains nothing of the caller's. */
+static PyObject *
+stop_args(rbc_async_state *as, PyObject *result)
+{
+#if RBC_STOP_ARGS_CACHE
+    PyObject *cached = as->stop_args;
+    if (cached != NULL && Py_REFCNT(cached) == 1 && is_static_singleton(result)) {
+        PyObject *previous = PyTuple_GET_ITEM(cached, 0); /* a singleton too */
+        PyTuple_SET_ITEM(cached, 0, Py_NewRef(result));
+        Py_DECREF(previous);
+        return Py_NewRef(cached);
+    }
+#endif
+    PyObject *args = PyTuple_New(1);
+    if (args != NULL) {
+        PyTuple_SET_ITEM(args, 0, Py_NewRef(result));
+    }
+    return args;
+}
+#endif
+
 /* StopIteration(result) as a coroutine's return raises it: a tuple or an
  * exception result is the exception's single argument, never unpacked.
  * This is the cost of every `await` of ours that returns a value where the
- * interpreter iterates instead of calling am_send (3.10, and 3.12+ for any
- * awaitable that is not a native coroutine), so it is made cheap. */
+ * interpreter iterates instead of calling am_send (3.12+ for any awaitable
+ * that is not a native coroutine), so it is made cheap. */
 static void
-set_stop_iteration(PyObject *result)
+set_stop_iteration(rbc_async_state *as, PyObject *result, int chain)
 {
 #if PY_VERSION_HEX >= 0x030C0000
     /* Every exception is created at once here: build the instance
      * directly, as BaseException.__new__ and StopIteration.__init__ would
      * leave it (args == (result,), value == result, the rest empty),
      * without the generic call and argument parsing. */
-    PyObject *args = PyTuple_Pack(1, result);
+    /* None: StopIteration(), as a coroutine's send raises it. */
+    PyObject *args = result == Py_None ? PyTuple_New(0) : stop_args(as, result);
     if (args == NULL) {
         return;
     }
-    PyTypeObject *type = (PyTypeObject *)PyExc_StopIteration;
-    PyStopIterationObject *stop = (PyStopIterationObject *)type->tp_alloc(type, 0);
+    /* StopIteration is a static type: its tp_alloc (PyType_GenericAlloc)
+     * is PyObject_GC_New with every field zeroed and the object tracked,
+     * done here without the generic size computation and memset. */
+    PyStopIterationObject *stop = PyObject_GC_New(PyStopIterationObject,
+                                                  (PyTypeObject *)PyExc_StopIteration);
     if (stop == NULL) {
         Py_DECREF(args);
         return;
     }
+    stop->dict = NULL;
     stop->args = args;
+    stop->notes = NULL;
+    stop->traceback = NULL;
+    stop->context = NULL;
+    stop->cause = NULL;
+    stop->suppress_context = 0;
     stop->value = Py_NewRef(result);
+    PyObject_GC_Track(stop);
+    if (chain) {
+        /* send() and throw() raise it as a coroutine's do, with
+         * PyErr_SetObject: the exception being handled becomes its
+         * __context__ (a new exception, so no cycle to break). */
+        PyObject *handled = PyErr_GetHandledException();
+        if (handled != NULL && handled != Py_None) {
+            PyException_SetContext((PyObject *)stop, handled);
+        }
+        else {
+            Py_XDECREF(handled);
+        }
+    }
     PyErr_SetRaisedException((PyObject *)stop);
 #else
     /* Before 3.12 the value can be raised unnormalised, as
@@ -492,7 +587,7 @@ set_stop_iteration(PyObject *result)
 
 /* The return value of send(), __next__() and throw() for an outcome. */
 static PyObject *
-outcome_to_result(PySendResult outcome, PyObject *value, int none_as_exhausted)
+outcome_to_result(call_object *self, PySendResult outcome, PyObject *value, int none_as_exhausted)
 {
     if (outcome == PYGEN_NEXT) {
         return value;
@@ -502,7 +597,7 @@ outcome_to_result(PySendResult outcome, PyObject *value, int none_as_exhausted)
             Py_DECREF(value);
             return NULL; /* tp_iternext: NULL without an exception */
         }
-        set_stop_iteration(value);
+        set_stop_iteration(&call_state(self)->async, value, !none_as_exhausted);
         Py_DECREF(value);
     }
     return NULL;
@@ -513,7 +608,7 @@ call_iternext(PyObject *op)
 {
     PyObject *value;
     PySendResult outcome = call_am_send(op, Py_None, &value);
-    return outcome_to_result(outcome, value, 1);
+    return outcome_to_result(CALL(op), outcome, value, 1);
 }
 
 static PyObject *
@@ -521,7 +616,7 @@ call_send(PyObject *op, PyObject *arg)
 {
     PyObject *value;
     PySendResult outcome = call_am_send(op, arg, &value);
-    return outcome_to_result(outcome, value, 0);
+    return outcome_to_result(CALL(op), outcome, value, 0);
 }
 
 /* Raise what throw(typ[, val[, tb]]) describes, as generator.throw does:
@@ -718,7 +813,7 @@ call_throw(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     if (outcome == PYGEN_ERROR) {
         convert_stop_iteration();
     }
-    return outcome_to_result(outcome, value, 0);
+    return outcome_to_result(CALL(op), outcome, value, 0);
 }
 
 static PyObject *

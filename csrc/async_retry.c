@@ -55,6 +55,16 @@ fast_state_of(PyObject *self)
 static PyObject *
 call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
+    if (kwnames == NULL && nargs == 2) { /* call_with_retry(do, fail), the usual call */
+        if (check_callable(args[0], "do") < 0 || check_callable(args[1], "fail") < 0) {
+            return NULL;
+        }
+        rbc_state *st = fast_state_of(self);
+        if (st == NULL) {
+            return NULL;
+        }
+        return rbc_async_call_new(st, self, args[0], args[1], Py_None, Py_False);
+    }
     PyObject *values[4] = {NULL, NULL, Py_None, Py_False};
     if (kwnames == NULL && nargs >= 2 && nargs <= 4) {
         for (Py_ssize_t i = 0; i < nargs; i++) {
@@ -182,6 +192,12 @@ rbc_async_init(rbc_state *st, PyObject *module)
         || rbc_async_call_init(st, module) < 0) {
         return -1;
     }
+#if RBC_STOP_ARGS_CACHE
+    as->stop_args = PyTuple_Pack(1, Py_None);
+    if (as->stop_args == NULL) {
+        return -1;
+    }
+#endif
     PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &async_retry_spec, NULL);
     if (type == NULL) {
         return -1;
@@ -213,4 +229,5 @@ rbc_async_clear(rbc_async_state *as)
     Py_CLEAR(as->str_sleep);
     Py_CLEAR(as->str_throw);
     Py_CLEAR(as->str_close);
+    Py_CLEAR(as->stop_args);
 }

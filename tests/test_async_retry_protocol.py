@@ -355,3 +355,82 @@ def test_generator_based_awaitables_do_not_grow_memory(c_impl, kind):
     finally:
         tracemalloc.stop()
     assert grown < 8_000, grown
+
+
+@pytest.mark.parametrize("results", [(1, 2, True, None, 1, False), ("a", 300, (1,), 0)])
+def test_stop_iterations_held_at_once_keep_their_own_args(impl, results):
+    """Each return's StopIteration is StopIteration(result) (StopIteration()
+    for None, as a coroutine's send raises it), however many earlier ones
+    are still held, and as the interpreter consumes others in between (the C
+    side reuses a singleton result's args tuple once nothing holds it)."""
+    retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 1)
+
+    async def fail(error):
+        pass
+
+    def returning(value):
+        async def do():
+            return value
+
+        return do
+
+    async def awaited(value):
+        return await retry.call_with_retry(returning(value), fail)
+
+    held = []
+    for value in results:
+        assert run_on("asyncio", awaited(value)) == value
+        awaitable = retry.call_with_retry(returning(value), fail)
+        with pytest.raises(StopIteration) as stop:
+            awaitable.send(None)
+        held.append((value, stop.value))
+        assert run_on("asyncio", awaited(value)) == value
+    for value, stop in held:
+        assert type(stop) is StopIteration
+        assert stop.value is value
+        assert stop.args == (() if value is None else (value,))
+        assert stop.__context__ is None and stop.__cause__ is None
+
+
+def test_next_raises_stop_iteration_with_the_result(c_impl):
+    retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 1)
+
+    async def fail(error):
+        pass
+
+    held = []
+    for value in (1, None, 7, 1):
+
+        async def do(value=value):
+            return value
+
+        with pytest.raises(StopIteration) as stop:
+            next(retry.call_with_retry(do, fail))
+        held.append((value, stop.value))
+    for value, stop in held:
+        assert stop.value is value and stop.args == (() if value is None else (value,))
+
+
+@pytest.mark.parametrize("value", [5, None, "text"])
+def test_stop_iteration_from_send_chains_the_handled_exception(impl, value):
+    """send() inside an `except` block raises the StopIteration with the
+    handled exception as __context__, as a coroutine's send does."""
+    retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 1)
+
+    async def do():
+        return value
+
+    async def fail(error):
+        pass
+
+    awaitable = retry.call_with_retry(do, fail)
+    handled = KeyError("handled")
+    try:
+        raise handled
+    except KeyError:
+        try:
+            awaitable.send(None)
+        except StopIteration as stop:
+            caught = stop
+    assert caught.value is value and caught.args == (() if value is None else (value,))
+    assert caught.__context__ is handled and not caught.__suppress_context__
