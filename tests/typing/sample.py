@@ -107,3 +107,12 @@ async def async_call(client: redis.asyncio.Redis) -> bytes | str | None:
         await client.aclose()
 
     return await retry.call_with_retry(do, fail)
+
+
+def patched_everywhere() -> int:
+    report = redis_backoff_c.patch()
+    assert redis_backoff_c.is_patched() == report.active
+    with redis_backoff_c.patched() as again:
+        count: int = again.count
+    restored = redis_backoff_c.unpatch()
+    return report.count + count + len(restored)
