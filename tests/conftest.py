@@ -40,6 +40,18 @@ def _load(side):
 
 IMPLEMENTATIONS = {side: _load(side) for side in ("redis-py", "c")}
 
+# The seven strategies by name, in redis.backoff's order, grouped by formula:
+# the jittered ones draw from a random source, the capped ones take
+# (cap, base), all take compute(failures).
+JITTERED = [
+    "FullJitterBackoff",
+    "EqualJitterBackoff",
+    "DecorrelatedJitterBackoff",
+    "ExponentialWithJitterBackoff",
+]
+CAPPED = ["ExponentialBackoff", *JITTERED]
+ALL = ["ConstantBackoff", "NoBackoff", *CAPPED]
+
 
 @pytest.fixture(params=sorted(IMPLEMENTATIONS), ids=str)
 def impl(request):

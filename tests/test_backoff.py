@@ -7,17 +7,9 @@ import random
 
 import pytest
 import redis.backoff
+from conftest import ALL, CAPPED
 
 import redis_backoff_c.backoff
-
-CAPPED = [
-    "ExponentialBackoff",
-    "FullJitterBackoff",
-    "EqualJitterBackoff",
-    "DecorrelatedJitterBackoff",
-    "ExponentialWithJitterBackoff",
-]
-ALL = ["ConstantBackoff", "NoBackoff"] + CAPPED
 
 
 def make(impl, name, *args, **kwargs):

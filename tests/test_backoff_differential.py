@@ -11,17 +11,10 @@ because the two sides then draw different amounts of randomness.
 import random
 
 import redis.backoff as reference
+from conftest import CAPPED
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import redis_backoff_c.backoff as c_backoff
-
-JITTERED = [
-    "FullJitterBackoff",
-    "EqualJitterBackoff",
-    "DecorrelatedJitterBackoff",
-    "ExponentialWithJitterBackoff",
-]
-CAPPED = ["ExponentialBackoff"] + JITTERED
 
 floats = st.floats(allow_nan=True, allow_infinity=True)
 positive_floats = st.floats(min_value=0.0, max_value=1e6, exclude_min=True)

@@ -25,18 +25,11 @@ import pytest
 import redis.backoff
 import redis.exceptions
 import redis.retry
+from conftest import CAPPED
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import redis_backoff_c.backoff as c_backoff
 import redis_backoff_c.retry as c_retry
-
-CAPPED = [
-    "ExponentialBackoff",
-    "FullJitterBackoff",
-    "EqualJitterBackoff",
-    "DecorrelatedJitterBackoff",
-    "ExponentialWithJitterBackoff",
-]
 
 SETTINGS = settings(
     max_examples=150,

@@ -11,19 +11,11 @@ import weakref
 
 import pytest
 import redis.exceptions
+from conftest import ALL, CAPPED
 
 import redis_backoff_c.backoff as backoff
 import redis_backoff_c.retry as retry_module
 from redis_backoff_c.retry import Retry
-
-CAPPED = [
-    "ExponentialBackoff",
-    "FullJitterBackoff",
-    "EqualJitterBackoff",
-    "DecorrelatedJitterBackoff",
-    "ExponentialWithJitterBackoff",
-]
-ALL = ["ConstantBackoff", "NoBackoff"] + CAPPED
 
 
 class Number(float):

@@ -11,19 +11,11 @@ from fractions import Fraction
 
 import pytest
 import redis.backoff
+from conftest import ALL, CAPPED
 from leakcheck import assert_no_leak, calls_raising
 
 import redis_backoff_c
 import redis_backoff_c.backoff as backoff
-
-CAPPED = [
-    "ExponentialBackoff",
-    "FullJitterBackoff",
-    "EqualJitterBackoff",
-    "DecorrelatedJitterBackoff",
-    "ExponentialWithJitterBackoff",
-]
-ALL = ["ConstantBackoff", "NoBackoff"] + CAPPED
 
 
 def make(name, *args):

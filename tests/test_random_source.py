@@ -3,16 +3,10 @@
 import random
 
 import pytest
+from conftest import JITTERED
 
 import redis_backoff_c
 import redis_backoff_c.backoff as backoff
-
-JITTERED = [
-    "FullJitterBackoff",
-    "EqualJitterBackoff",
-    "DecorrelatedJitterBackoff",
-    "ExponentialWithJitterBackoff",
-]
 
 
 def draws(name, count=50):
