@@ -1042,36 +1042,6 @@ rbc_retry_richcompare(const rbc_retry_flavor *fl, PyObject *self, PyObject *othe
     return truth < 0 ? NULL : PyBool_FromLong(!truth);
 }
 
-/* Python's tuple hash (xxHash-based, CPython 3.8 and later), over hashes
- * already computed: hash((a, b, c)) without building the tuple. */
-#if SIZEOF_PY_UHASH_T > 4
-#define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
-#define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
-#define XXPRIME_5 ((Py_uhash_t)2870177450012600261ULL)
-#define XXROTATE(x) ((x << 31) | (x >> 33))
-#else
-#define XXPRIME_1 ((Py_uhash_t)2654435761UL)
-#define XXPRIME_2 ((Py_uhash_t)2246822519UL)
-#define XXPRIME_5 ((Py_uhash_t)374761393UL)
-#define XXROTATE(x) ((x << 13) | (x >> 19))
-#endif
-
-static Py_hash_t
-combine_hashes(const Py_hash_t *lanes, Py_ssize_t count)
-{
-    Py_uhash_t acc = XXPRIME_5;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        acc += (Py_uhash_t)lanes[i] * XXPRIME_2;
-        acc = XXROTATE(acc);
-        acc *= XXPRIME_1;
-    }
-    acc += (Py_uhash_t)count ^ (XXPRIME_5 ^ 3527539UL);
-    if (acc == (Py_uhash_t)-1) {
-        return 1546275796;
-    }
-    return (Py_hash_t)acc;
-}
-
 Py_hash_t
 rbc_retry_hash(const rbc_retry_flavor *fl, PyObject *self)
 {
@@ -1095,7 +1065,7 @@ rbc_retry_hash(const rbc_retry_flavor *fl, PyObject *self)
     if (lanes[2] == -1) {
         return -1;
     }
-    return combine_hashes(lanes, 3);
+    return rbc_combine_hashes(lanes, 3);
 }
 
 PyObject *

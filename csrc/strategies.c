@@ -1022,8 +1022,9 @@ static PyGetSetDef decorrelated_getset[] = {
 /* ---------------------------------------------------------------------- */
 /* ==, hash, repr                                                          */
 
-/* Python's tuple hash (xxHash-based, CPython 3.8 and later), so that
- * hash(backoff) == hash((base, cap)) without building the tuple. */
+/* Python's tuple hash (xxHash-based, CPython 3.8 and later) over hashes
+ * already computed: hash((a, b, ...)) without building the tuple.  Shared
+ * with retry_core.c (hash((backoff, retries, frozenset(errors)))). */
 #if SIZEOF_PY_UHASH_T > 4
 #define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
 #define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
@@ -1036,16 +1037,12 @@ static PyGetSetDef decorrelated_getset[] = {
 #define XXROTATE(x) ((x << 13) | (x >> 19))
 #endif
 
-static Py_hash_t
-tuple_hash(PyObject *const *items, Py_ssize_t count)
+Py_hash_t
+rbc_combine_hashes(const Py_hash_t *lanes, Py_ssize_t count)
 {
     Py_uhash_t acc = XXPRIME_5;
     for (Py_ssize_t i = 0; i < count; i++) {
-        Py_uhash_t lane = (Py_uhash_t)PyObject_Hash(items[i]);
-        if (lane == (Py_uhash_t)-1) {
-            return -1;
-        }
-        acc += lane * XXPRIME_2;
+        acc += (Py_uhash_t)lanes[i] * XXPRIME_2;
         acc = XXROTATE(acc);
         acc *= XXPRIME_1;
     }
@@ -1054,6 +1051,21 @@ tuple_hash(PyObject *const *items, Py_ssize_t count)
         return 1546275796;
     }
     return (Py_hash_t)acc;
+}
+
+/* hash(tuple(items)) for one or two items. */
+static Py_hash_t
+tuple_hash(PyObject *const *items, Py_ssize_t count)
+{
+    Py_hash_t lanes[2];
+    assert(count <= 2);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        lanes[i] = PyObject_Hash(items[i]);
+        if (lanes[i] == -1) {
+            return -1;
+        }
+    }
+    return rbc_combine_hashes(lanes, count);
 }
 
 /* The hashes, comparisons and reprs of the parameters run Python code (a

@@ -70,4 +70,8 @@ PyObject *rbc_strategy_compute(struct rbc_state *st, PyObject *backoff,
  * (the caller then asks copy.deepcopy), or NULL with one on failure. */
 PyObject *rbc_strategy_atomic_copy(struct rbc_state *st, PyObject *backoff, int kind);
 
+/* hash() of a tuple whose items hash to lanes[0..count): Python's own
+ * tuple hash, without the tuple. */
+Py_hash_t rbc_combine_hashes(const Py_hash_t *lanes, Py_ssize_t count);
+
 #endif
