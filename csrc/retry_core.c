@@ -752,10 +752,14 @@ deepcopy_field(rbc_state *st, PyObject *obj, PyObject *memo)
     return PyObject_CallFunctionObjArgs(core_of(st)->copy_deepcopy, obj, memo_arg, NULL);
 }
 
-/* A tuple of classes deep-copies to itself. */
+/* A tuple of classes deep-copies to itself; so does the None that a
+ * cleared object (tp_clear) holds instead of its tuple. */
 static int
 all_classes(PyObject *tuple)
 {
+    if (!PyTuple_Check(tuple)) {
+        return 1;
+    }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
         if (!PyType_Check(PyTuple_GET_ITEM(tuple, i))) {
             return 0;
@@ -919,18 +923,26 @@ rbc_retry_setstate(PyObject *self, PyObject *state)
 static PyObject *
 errors_set_of(const rbc_retry_flavor *fl, rbc_retry_object *self)
 {
-    if (self->errors_set == NULL) {
-        if (self->supported_errors == NULL) {
-            return PyFrozenSet_New(NULL);
-        }
-        self->errors_set = self->supported_errors == fl->default_errors
-                               ? Py_NewRef(fl->default_errors_set)
-                               : PyFrozenSet_New(self->supported_errors);
-        if (self->errors_set == NULL) {
-            return NULL;
-        }
+    if (self->errors_set != NULL) {
+        return Py_NewRef(self->errors_set);
     }
-    return Py_NewRef(self->errors_set);
+    if (self->supported_errors == NULL) {
+        return PyFrozenSet_New(NULL);
+    }
+    if (self->supported_errors == fl->default_errors) {
+        self->errors_set = Py_NewRef(fl->default_errors_set);
+        return Py_NewRef(self->errors_set);
+    }
+    /* Hashing the classes may run a metaclass's __hash__, which may assign
+     * _supported_errors or compute this very set: the result is cached only
+     * if it still describes the tuple and nothing cached one meanwhile. */
+    PyObject *errors = Py_NewRef(self->supported_errors);
+    PyObject *set = PyFrozenSet_New(errors);
+    if (set != NULL && self->errors_set == NULL && self->supported_errors == errors) {
+        self->errors_set = Py_NewRef(set);
+    }
+    Py_DECREF(errors);
+    return set;
 }
 
 /* The fields of `other`: direct for our objects, getattr for redis-py's. */

@@ -409,3 +409,30 @@ def test_retry_eq_hash_repr_with_backoffs_that_replace_the_retrys_fields():
         return results
 
     both(play)
+
+
+def test_retry_hash_where_hashing_an_error_class_replaces_the_errors():
+    # A metaclass __hash__ runs while hash(retry) builds the frozenset of
+    # _supported_errors, and replaces them: that hash describes the old
+    # tuple, the next one the new tuple (redis-py builds the set each time;
+    # the C side must not cache the stale set).
+    def play(impl):
+        class Meta(type):
+            def __hash__(cls):
+                retry._supported_errors = (KeyError,)
+                return type.__hash__(cls)
+
+        class Odd(Exception, metaclass=Meta):
+            pass
+
+        backoff = impl.backoff.NoBackoff()
+        retry = impl.retry.Retry(backoff, 1, (Odd,))
+        first, second = hash(retry), hash(retry)
+        # (Hashing Odd below runs Meta.__hash__ again: after both hashes.)
+        return [
+            second == hash((backoff, 1, frozenset((KeyError,)))),
+            first == hash((backoff, 1, frozenset((Odd,)))),
+            retry._supported_errors == (KeyError,),
+        ]
+
+    assert both(play) == [True, True, True]
