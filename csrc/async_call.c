@@ -686,6 +686,11 @@ fetch_stop_value(PyObject **value)
         return 0;
     }
     PyObject *stop = rbc_exc_fetch();
+    if (!PyObject_TypeCheck(stop, (PyTypeObject *)PyExc_StopIteration)) {
+        /* Normalising it failed (MemoryError): that error is the outcome. */
+        rbc_exc_restore(stop);
+        return 0;
+    }
     *value = Py_NewRef(((PyStopIterationObject *)stop)->value);
     Py_DECREF(stop);
     return 1;
@@ -874,6 +879,10 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
         (void)PyObject_Init((PyObject *)self, as->Call_type);
     }
     else {
+        if (as->Call_type == NULL) { /* the module was cleared */
+            PyErr_SetString(PyExc_RuntimeError, "redis_backoff_c was cleared");
+            return NULL;
+        }
         self = PyObject_GC_New(call_object, as->Call_type);
         if (self == NULL) {
             return NULL;
