@@ -30,7 +30,7 @@ say "sdist $(basename "${sdists[0]}"), wheel $(basename "${wheels[0]}")"
 
 # The sdist: every tracked C source and header, the stubs, the tests.
 tar -tzf "${sdists[0]}" | sed 's|^[^/]*/||' | sort >"$work/sdist.txt"
-for f in $(git ls-files csrc src tests scripts MANIFEST.in pyproject.toml setup.py LICENSE); do
+for f in $(git ls-files csrc redis_backoff_c tests scripts MANIFEST.in pyproject.toml setup.py LICENSE); do
     grep -qxF "$f" "$work/sdist.txt" || fail "sdist lacks $f"
 done
 
@@ -60,7 +60,7 @@ say "installing the wheel into a clean virtualenv, binaries only, no compiler"
 say "running the test suite against the installed wheel"
 status=0
 "${nocc_env[@]}" REDIS_BACKOFF_C_EXPECT_INSTALLED=1 \
-    "$work/clean/bin/python" -m pytest -p no:cacheprovider -q || status=$?
+    "$work/clean/bin/python" -I -m pytest -p no:cacheprovider -q || status=$?
 [ "$status" -ne 5 ] || fail "pytest collected no tests"
 [ "$status" -eq 0 ] || fail "tests against the wheel (pytest exit $status)"
 if [ -s "$work/compiler-calls.log" ]; then

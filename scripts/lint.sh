@@ -50,7 +50,7 @@ else
 fi
 
 say "mypy --strict: the package's stubs and tests/typing/sample.py"
-"$py" -m mypy --strict src/redis_backoff_c || failed+=("mypy src")
+"$py" -m mypy --strict redis_backoff_c || failed+=("mypy redis_backoff_c")
 # The sample is checked against the installed package, as a user's code is.
 "$py" -m mypy --strict tests/typing/sample.py || failed+=("mypy sample")
 
@@ -60,7 +60,7 @@ say "stubtest"
 allow=$(mktemp)
 trap 'rm -f "$allow"' EXIT
 cp .ci/stubtest-allowlist.txt "$allow"
-missing=$("$py" - <<'PY'
+missing=$("$py" -I - <<'PY'
 import importlib.util, pathlib, redis_backoff_c
 root = pathlib.Path(redis_backoff_c.__file__).parent
 for stub in sorted(root.rglob("*.pyi")):

@@ -18,7 +18,7 @@
 #   purpose (IEEE 754 defines it, and the formulas rely on inf).
 # - The build happens in a copy of the sources in a temporary directory and
 #   is installed (non-editable) into its own virtualenv: no instrumented
-#   object or .so is left in build/ or src/, so the normal build is untouched.
+#   object or .so is left in build/ or redis_backoff_c/, so the normal build is untouched.
 # - The interpreter is not instrumented, so the ASan runtime must be the
 #   first library loaded: LD_PRELOAD=libasan.so (gcc's).  libubsan comes in
 #   as a dependency of the extension.
@@ -101,7 +101,7 @@ mkdir -p "$src" "$logs"
 # The sources as they are in the work tree (uncommitted edits included),
 # without any build product.
 tar -C "$repo" --exclude='*.so' --exclude='*.o' --exclude='__pycache__' \
-    -cf - pyproject.toml setup.py MANIFEST.in README.md LICENSE csrc src | tar -C "$src" -xf -
+    -cf - pyproject.toml setup.py MANIFEST.in README.md LICENSE csrc redis_backoff_c | tar -C "$src" -xf -
 
 say "building the extension with ASan + UBSan ($CC) and installing it into $VENV"
 export REDIS_BACKOFF_C_CFLAGS="-fsanitize=address,undefined,float-cast-overflow \
@@ -127,6 +127,9 @@ if ! ldd "$so" | grep -q libasan; then
 fi
 
 say "running the tests under ASan + UBSan with $("$py" -V 2>&1)"
+# bin/pytest, not `python -m pytest`: the script's directory, not the
+# checkout with its redis_backoff_c/, heads sys.path (python -I would also
+# drop PYTHONMALLOC).
 status=0
 set +e
 LD_PRELOAD="$preload" \
@@ -134,7 +137,7 @@ LD_PRELOAD="$preload" \
     ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=87:detect_stack_use_after_return=1:log_path=$logs/asan" \
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=86" \
     REDIS_BACKOFF_C_EXPECT_INSTALLED=1 \
-    "$py" -m pytest -p no:cacheprovider --capture=sys "$@" 2>&1 | tee "$work/pytest.log"
+    "$py" "$VENV/bin/pytest" -p no:cacheprovider --capture=sys "$@" 2>&1 | tee "$work/pytest.log"
 status=${PIPESTATUS[0]}
 set -e
 

@@ -7,8 +7,10 @@
 # PYTHON  the interpreter to test with (default: python3 on PATH)
 # VENV    the virtualenv to use or create (default: .venv in the repository)
 #
-# The tests import the installed package from site-packages, never src/:
-# REDIS_BACKOFF_C_EXPECT_INSTALLED=1 makes a test check exactly that.
+# The tests import the installed package from site-packages, never the
+# checkout's redis_backoff_c/: `python -I` leaves the working directory off
+# sys.path, and REDIS_BACKOFF_C_EXPECT_INSTALLED=1 makes a test check exactly
+# that.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,7 +60,7 @@ rm -rf build
 
 say "running the tests with $("$py" -V 2>&1)"
 status=0
-REDIS_BACKOFF_C_EXPECT_INSTALLED=1 "$py" -m pytest "$@" || status=$?
+REDIS_BACKOFF_C_EXPECT_INSTALLED=1 "$py" -I -m pytest "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     say "pytest collected no tests: that is a failure"
     exit 1

@@ -64,9 +64,9 @@ trap 'rm -rf "$work"' EXIT
 src="$work/src"
 mkdir -p "$src"
 # The sources as they are in the work tree, without any build product: the
-# debug build never lands in build/ or src/.
+# debug build never lands in build/ or redis_backoff_c/.
 tar -C "$repo" --exclude='*.so' --exclude='*.o' --exclude='__pycache__' \
-    -cf - pyproject.toml setup.py MANIFEST.in README.md LICENSE csrc src | tar -C "$src" -xf -
+    -cf - pyproject.toml setup.py MANIFEST.in README.md LICENSE csrc redis_backoff_c | tar -C "$src" -xf -
 
 say "building the extension with -O0 -g into $VENV"
 export REDIS_BACKOFF_C_CFLAGS="-O0 -g -fno-omit-frame-pointer -Werror"
@@ -87,12 +87,14 @@ fi
 
 log="$work/memcheck.log"
 say "running pytest $* under valgrind memcheck (slow)"
+# bin/pytest: the checkout's redis_backoff_c/ stays off sys.path (see
+# scripts/sanitize.sh).
 status=0
 PYTHONMALLOC=malloc REDIS_BACKOFF_C_EXPECT_INSTALLED=1 \
     valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
     --errors-for-leak-kinds=definite --num-callers=40 --track-origins=no --fullpath-after= \
     --suppressions="$repo/scripts/valgrind-python.supp" --log-file="$log" \
-    "$py" -m pytest "$@" || status=$?
+    "$py" "$VENV/bin/pytest" "$@" || status=$?
 
 # valgrind's records: blocks of lines starting "==PID== " separated by an
 # empty one. Keep those that are errors or definite leaks, and judge each

@@ -8,7 +8,6 @@ it cannot run says why, and that --plot writes a PNG.
 import importlib.util
 import json
 import math
-import os
 import subprocess
 import sys
 
@@ -50,14 +49,12 @@ def _has(module):
 
 
 def _run(*args, timeout=180):
-    package_root = os.path.dirname(os.path.dirname(redis_backoff_c.__file__))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    # -I: the installed package, never the checkout's redis_backoff_c/ in
+    # the working directory.
     return subprocess.run(
-        [sys.executable, "-m", "redis_backoff_c.bench", "--quick", "--tiny", *args],
+        [sys.executable, "-I", "-m", "redis_backoff_c.bench", "--quick", "--tiny", *args],
         capture_output=True,
         text=True,
-        env=env,
         timeout=timeout,
     )
 

@@ -589,7 +589,8 @@ def test_every_kind_of_holder(probe):
 def _run(code, **env):
     environment = {**os.environ, **env}
     result = subprocess.run(
-        [sys.executable, "-c", code],
+        # -I: the installed package, never the checkout in the working directory.
+        [sys.executable, "-I", "-c", code],
         capture_output=True,
         text=True,
         env=environment,
