@@ -31,8 +31,8 @@ from redis_backoff_c.plan._laws import laws_for
 from redis_backoff_c.plan._policy import known_kind, parameters
 from redis_backoff_c.plan._stats import quantile
 
-BRUTE = 40_000  # brute-force runs per check
-SAMPLES = 40_000  # describe()'s own samples where it samples
+BRUTE = 20_000  # brute-force runs per check
+SAMPLES = 20_000  # describe()'s own samples where it samples
 
 # (strategy, kwargs): parameters below, across and past the cap.
 CLOSED = [
@@ -134,7 +134,7 @@ def test_closed_form_totals_match_brute_force(impl, name, kwargs):
     assert total.min <= totals[0] and totals[-1] <= total.max + 1e-9
     assert agree(total.mean, totals, statistics.pstdev(totals))
     # p50/p99 of a sum are sampled (exact only when the sum is a constant):
-    # two independent 40,000-draw samples agree to 2% of the spread.
+    # two independent 20,000-draw samples agree to 2% of the spread.
     width = total.max - total.min
     for q, figure in ((0.5, total.p50), (0.99, total.p99)):
         assert abs(quantile(totals, q) - figure) <= 0.02 * width + 1e-9

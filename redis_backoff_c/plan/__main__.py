@@ -2,4 +2,6 @@ import sys
 
 from redis_backoff_c.plan._cli import main
 
-sys.exit(main())
+# Guarded, so that importing the module (stubtest does) runs nothing.
+if __name__ == "__main__":
+    sys.exit(main())

@@ -358,7 +358,7 @@ def sample_totals(
     deadline: float | None = None,
 ) -> list[float]:
     """A sample of the total a call that fails every attempt blocks (for charts)."""
-    strategy = _private_copy(retry._backoff)
+    strategy = _private_copy(getattr(retry, "_backoff", None))
     retries = retries_of(retry)
     failures = retries if retries >= 0 else horizon
     if deadline is None:
