@@ -657,3 +657,16 @@ def test_both_implementations_are_described_alike():
     )
     assert ours.policy == theirs.policy
     assert ours.per_failure == theirs.per_failure
+
+
+def test_shifted_moves_totals_exactly():
+    retry = redis.retry.Retry(redis.backoff.FullJitterBackoff(cap=1, base=0.01), 5)
+    first = plan.describe(retry, samples=1000, seed=1)
+    moved = first.shifted(2.0, label="slow")
+    assert moved.label == "slow" and moved.per_failure == first.per_failure
+    assert moved.total.max == pytest.approx(first.total.max + 6 * 2.0)
+    assert moved.total.p50 == pytest.approx(first.total.p50 + 6 * 2.0)
+    again = plan.describe(retry, attempt_time=2.0, samples=1000, seed=1)
+    assert again.total.p99 == pytest.approx(moved.total.p99)
+    with pytest.raises(ValueError):
+        plan.describe(retry, samples=10, deadline=1).shifted(1.0)

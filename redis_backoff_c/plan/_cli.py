@@ -287,9 +287,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_describe(
     args: argparse.Namespace, policies: list[tuple[str, Any, float | None]], started: float
 ) -> int:
-    results = []
+    results: list[Description] = []
     for label, retry, attempt in policies:
         attempt_time = attempt if attempt is not None else (args.attempt_time or 0.0)
+        previous = results[-1] if results else None
+        if previous is not None and policies[len(results) - 1][1] is retry:
+            # The same Retry at another attempt time (--redis-defaults'
+            # refused and unreachable cases): the totals move exactly.
+            if previous.deadline is None:
+                results.append(previous.shifted(attempt_time, label=label))
+                continue
         results.append(
             describe(
                 retry,

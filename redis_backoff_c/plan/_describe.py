@@ -7,7 +7,7 @@ import math
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from redis_backoff_c._impl import IMPLEMENTATION, get_random_source, set_random_source
@@ -72,6 +72,24 @@ class Description:
     @property
     def name(self) -> str:
         return self.label or self.policy
+
+    def shifted(self, attempt_time: float, label: str = "") -> Description:
+        """The same policy with another attempt time, without a deadline:
+        every total moves by (failures + 1) times the difference, exactly,
+        and the delays do not change (so no new sample is drawn)."""
+        if self.deadline is not None:
+            raise ValueError("shifted() cannot move totals truncated by a deadline")
+        step = (self.failures + 1) * (attempt_time - self.attempt_time)
+        total = self.total
+        moved = Figures(
+            total.min + step,
+            total.mean + step,
+            total.max + step,
+            total.p50 + step,
+            total.p99 + step,
+            exact=total.exact,
+        )
+        return replace(self, attempt_time=attempt_time, total=moved, label=label or self.label)
 
     def to_json(self) -> dict[str, Any]:
         """The issue's schema: policy, attempt_time, per_failure, total."""
@@ -296,7 +314,7 @@ def describe(
     with seeded_sources(seed):
         if need_rows or deadline is not None:
             rows = _sample_rows(sampler, failures, samples)
-            totals = [_blocked_until_deadline(row, attempt_time, deadline) for row in rows]
+            totals = _totals_of_rows(rows, attempt_time, deadline, nonnegative=laws is not None)
         else:
             rows = []
             totals = _sample_totals(sampler, failures, samples, offset)
@@ -335,9 +353,12 @@ def _sample_rows(strategy: Any, failures: int, samples: int) -> list[list[float]
     compute: Callable[[int], Any] = strategy.compute
     counts = range(1, failures + 1)
     rows: list[list[float]] = []
+    append = rows.append
     for _ in range(samples):
         reset()
-        rows.append([float(compute(n)) for n in counts])
+        append(list(map(compute, counts)))
+    if failures and not all(type(d) is float for d in rows[0]):
+        rows = [[float(d) for d in row] for row in rows]
     return rows
 
 
@@ -365,4 +386,17 @@ def sample_totals(
         deadline = deadline_of(retry)
     with seeded_sources(seed):
         rows = _sample_rows(strategy, failures, samples)
-    return [_blocked_until_deadline(row, attempt_time, deadline) for row in rows]
+    return _totals_of_rows(rows, attempt_time, deadline, nonnegative=False)
+
+
+def _totals_of_rows(
+    rows: list[list[float]], attempt_time: float, deadline: float | None, *, nonnegative: bool
+) -> list[float]:
+    """Each row's total; without a deadline, a plain sum when every delay is
+    known to be >= 0 (the closed-form strategies), else only delays > 0."""
+    if deadline is not None:
+        return [_blocked_until_deadline(row, attempt_time, deadline) for row in rows]
+    offset = (len(rows[0]) + 1) * attempt_time if rows else attempt_time
+    if nonnegative:
+        return [offset + sum(row) for row in rows]
+    return [offset + sum(d for d in row if d > 0) for row in rows]
