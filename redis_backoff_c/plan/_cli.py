@@ -246,7 +246,7 @@ def _policies(args: argparse.Namespace) -> list[tuple[str, Any, float | None]]:
     if args.redis_defaults:
         retry, connect, _socket, version = redis_defaults()
         name = f"redis-py {version} default"
-        found.append((f"{name}, refused", retry, None))
+        found.append((f"{name}, refused" if args.herd is None else name, retry, None))
         if args.herd is None and connect is not None:
             found.append((f"{name}, unreachable", retry, float(connect)))
     texts = ([args.policy] if args.policy else []) + list(args.compare)

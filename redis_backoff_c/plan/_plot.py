@@ -73,7 +73,7 @@ def plot_descriptions(
 def plot_herd(reports: Sequence[HerdReport], path: str) -> None:
     """Attempts per 100 ms over time, one line per policy."""
     plt = _pyplot()
-    figure, axis = plt.subplots(figsize=(10, 4.5))
+    figure, axis = plt.subplots(figsize=(10, 4.5 + 0.22 * len(reports)))
     for report in reports:
         times = [index * BIN for index in range(len(report.attempts_per_bin))]
         axis.step(
@@ -100,7 +100,8 @@ def plot_herd(reports: Sequence[HerdReport], path: str) -> None:
         f"{first.clients:,} clients, outage {first.outage:g} s, capacity {first.capacity:g}/s",
         fontsize=10,
     )
-    axis.legend(fontsize=7)
+    # Below the axes: the lines fill the whole chart.
+    axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
