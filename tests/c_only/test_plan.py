@@ -22,7 +22,7 @@ import pytest
 import redis
 import redis.backoff
 import redis.retry
-from conftest import IMPLEMENTATIONS
+from support import IMPLEMENTATIONS
 
 import redis_backoff_c
 from redis_backoff_c import plan
