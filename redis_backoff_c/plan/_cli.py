@@ -91,8 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="give up a call after S seconds, as Retry(deadline=S) does",
     )
-    parser.add_argument("--samples", type=int, default=100_000, metavar="N")
-    parser.add_argument("--seed", type=int, default=None, metavar="N")
+    parser.add_argument(
+        "--samples", type=int, default=100_000, metavar="N", help="runs sampled (default 100,000)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, metavar="N", help="seed the sampled draws and the herd"
+    )
     parser.add_argument(
         "--horizon",
         type=int,
