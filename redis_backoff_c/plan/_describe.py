@@ -36,6 +36,8 @@ __all__ = [
 DEFAULT_HORIZON = 20
 #: Most draws (failures x samples) one describe() makes before refusing.
 MAX_DRAWS = 50_000_000
+#: Most failures one describe() lists (a table of a million rows helps nobody).
+MAX_FAILURES = 100_000
 
 
 @dataclass(frozen=True)
@@ -265,6 +267,11 @@ def describe(
     attempt_time = float(attempt_time) if isinstance(attempt_time, int) else attempt_time
     _check_arguments(attempt_time, samples, horizon, deadline)
     failures = retries if retries >= 0 else horizon
+    if failures > MAX_FAILURES:
+        raise ValueError(
+            f"describing {failures} failures is more than {MAX_FAILURES}: "
+            f"lower the retries (or the horizon)"
+        )
     notes: list[str] = []
     if retries < 0:
         notes.append(f"retries={retries} retries forever: the first {failures} failures described")

@@ -326,9 +326,12 @@ def test_bad_arguments(kwargs, error):
         plan.describe(object())
 
 
-def test_too_many_draws_is_refused_not_run():
-    retry = redis.retry.Retry(redis.backoff.FullJitterBackoff(), 10**6)
+def test_too_much_work_is_refused_not_run():
+    retry = redis.retry.Retry(redis.backoff.FullJitterBackoff(), 10**4)
     with pytest.raises(ValueError, match="draws"):
+        plan.describe(retry)
+    retry = redis.retry.Retry(redis.backoff.ExponentialBackoff(), 10**12)
+    with pytest.raises(ValueError, match="failures"):
         plan.describe(retry)
 
 
