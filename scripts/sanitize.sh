@@ -28,7 +28,7 @@
 # - ASAN_OPTIONS detect_leaks=0: CPython does not free everything at exit
 #   (interned strings, static types, module state of immortal modules) and
 #   the interpreter is not instrumented, so LeakSanitizer's exit report is
-#   CPython's noise, not ours.  Leaks are checked elsewhere: tests/test_leaks.py
+#   CPython's noise, not ours.  Leaks are checked elsewhere: tests/c_only/test_leaks.py
 #   (live objects and tracemalloc, in the normal suite) and scripts/valgrind.sh
 #   ("definitely lost" blocks allocated from our code).
 # - halt_on_error (ASan's default, and UBSan's through -fno-sanitize-recover)
