@@ -3,6 +3,8 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from redis_backoff_c._speedups import RetryBudget, RetryStats
+
 __all__ = ["PatchReport", "is_patched", "patch", "patched", "unpatch"]
 
 @dataclass(frozen=True)
@@ -16,7 +18,15 @@ class PatchReport:
     @property
     def count(self) -> int: ...
 
-def patch() -> PatchReport: ...
+def patch(
+    deadline: float | None = None,
+    budget: RetryBudget | None = None,
+    stats: RetryStats | None = None,
+) -> PatchReport: ...
 def unpatch() -> tuple[str, ...]: ...
 def is_patched() -> bool: ...
-def patched() -> AbstractContextManager[PatchReport]: ...
+def patched(
+    deadline: float | None = None,
+    budget: RetryBudget | None = None,
+    stats: RetryStats | None = None,
+) -> AbstractContextManager[PatchReport]: ...
