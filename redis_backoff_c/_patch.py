@@ -59,9 +59,9 @@ deep-copies a client's Retry into each connection, and a deep copy of a C
 Retry keeps its budget and stats, every client built with the default Retry
 shares one budget and one set of counters. ``deadline`` (seconds) bounds
 each call_with_retry of those Retries. A Retry the program passes itself
-keeps its own extras; the default Retries of a redis module imported while
-patched (built from the C class already) get them too. The Retries redis-py
-builds at run time
+keeps its own extras; so do the default Retries of a redis module imported
+after patch() (``redis.http``, ``redis.multidb``: built from the C class,
+without extras). The Retries redis-py builds at run time
 (``Retry(NoBackoff(), 1)`` for a connection given ``retry=None``) have none.
 
 A repeated patch() that is given extras sets them (all three, None unsetting
@@ -401,13 +401,9 @@ def _retry_types(mapping: Mapping[type, type]) -> tuple[type, ...]:
 class _Sweep:
     """One pass over modules, replacing with ``mapping``, recording each change."""
 
-    def __init__(
-        self, mapping: Mapping[type, type], records: list[_Record], adopt: bool = False
-    ) -> None:
+    def __init__(self, mapping: Mapping[type, type], records: list[_Record]) -> None:
         self.mapping = mapping
         self.records = records
-        #: C Retry objects a module built while patched get the extras too.
-        self.adopt = adopt
         self.kept_retries = _retry_types(mapping)
         self.seen: set[int] = set()
 
@@ -422,13 +418,6 @@ class _Sweep:
             self._set(target, key, value, new, label)
         else:
             self._inner_backoff(value, label)
-            self._adopt(value)
-
-    def _adopt(self, value: object) -> None:
-        """A C Retry a redis module built while patched: give it the extras."""
-        if self.adopt and type(value) in _state.backward and _has_extras(value):
-            _set_extras(value, _state.extras)
-            _state.memo.setdefault(id(value), (value, value))
 
     def _inner_backoff(self, value: object, label: str) -> None:
         """A Retry that stays (no replacement) gets a converted ``_backoff``."""
@@ -499,7 +488,6 @@ class _Sweep:
                 changed.append(here)
             else:
                 self._inner_backoff(value, here)
-                self._adopt(value)
         if changed:
             self._set(function, "__defaults__", defaults, tuple(new), ", ".join(changed))
 
@@ -517,7 +505,6 @@ class _Sweep:
                 changed.append(here)
             else:
                 self._inner_backoff(value, here)
-                self._adopt(value)
         if changed:
             self._set(function, "__kwdefaults__", kwdefaults, new, ", ".join(changed))
 
@@ -591,9 +578,9 @@ def _keep_equality(records: list[_Record]) -> None:
             records.append(_Record(original, "__eq__", eq, copy, f"{_qualname(original)}.__eq__"))
 
 
-def _patch_modules(modules: list[types.ModuleType], adopt: bool = False) -> list[_Record]:
+def _patch_modules(modules: list[types.ModuleType]) -> list[_Record]:
     records: list[_Record] = []
-    sweep = _Sweep(_state.forward, records, adopt)
+    sweep = _Sweep(_state.forward, records)
     for module in modules:
         sweep.module(module)
     _keep_equality(records)
@@ -664,7 +651,7 @@ def _imported(module: types.ModuleType) -> None:
             return
         for source, dropin, names in sources:
             _register_source(source, dropin, names, dropins[dropin])
-        _patch_modules([module], adopt=True)
+        _patch_modules([module])
 
 
 # --- The public functions -------------------------------------------------

@@ -791,27 +791,6 @@ def test_patch_refuses_bad_extras_before_patching(kwargs, error, name):
     assert not redis_backoff_c.is_patched()
 
 
-def test_unpatch_turns_c_defaults_with_extras_into_redis_py_objects():
-    """A redis module imported while patched gets C defaults with the
-    extras; unpatch() gives it equal redis-py objects (which have none)."""
-    result = _run(
-        """
-import inspect, json
-import redis_backoff_c
-budget = redis_backoff_c.RetryBudget(10, 0.1)
-redis_backoff_c.patch(budget=budget)
-import redis.http.http_client as module, redis.retry
-def default():
-    init = inspect.unwrap(module.HttpClient.__init__)
-    return inspect.signature(init).parameters["retry"].default
-patched = default().budget is budget
-redis_backoff_c.unpatch()
-print(json.dumps([patched, type(default()) is redis.retry.Retry]))
-"""
-    )
-    assert result == [True, True]
-
-
 def _closed_port():
     import socket
 
