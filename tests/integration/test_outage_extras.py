@@ -47,6 +47,9 @@ from redis_backoff_c.backoff import ExponentialWithJitterBackoff
 from redis_backoff_c.retry import Retry
 
 DEADLINE = 0.3
+# One connection per request in flight: a request must never fail for want
+# of one (redis-py's pools stop at 100 by default).
+MAX_CONNECTIONS = 2000
 RUNS = {
     "no extras": {},
     "budget 10/0.1": {"budget": lambda: RetryBudget(max_tokens=10, token_ratio=0.1)},
@@ -82,6 +85,7 @@ def run_sync(server, label, extras):
         retry=retry,
         socket_connect_timeout=CONNECT_TIMEOUT,
         socket_timeout=SOCKET_TIMEOUT,
+        max_connections=MAX_CONNECTIONS,
     )
     client = redis.Redis(connection_pool=pool)
     key = f"counter:sync:{label}"
@@ -134,6 +138,7 @@ def run_asyncio(server, label, extras):
             retry=retry,
             socket_connect_timeout=CONNECT_TIMEOUT,
             socket_timeout=SOCKET_TIMEOUT,
+            max_connections=MAX_CONNECTIONS,
         )
         client = redis.asyncio.Redis(connection_pool=pool)
         await client.ping()
