@@ -671,9 +671,7 @@ def _fallback_report() -> PatchReport:
     )
 
 
-def patch(
-    deadline: float | None = None, budget: Any = None, stats: Any = None
-) -> PatchReport:
+def patch(deadline: float | None = None, budget: Any = None, stats: Any = None) -> PatchReport:
     """Put the C strategies and Retry classes into redis-py, everywhere it
     holds them, and keep doing so for redis modules imported later.
 

@@ -427,7 +427,7 @@ EXTRAS_SIDES = ("c", "c+budget+stats", "c+deadline")
 EXTRAS_NOTE = (
     "the same successful call on the C Retry without extras and with "
     "budget=RetryBudget(10, 0.1) and stats=RetryStats() (and deadline=10.0): "
-    "the difference of the paired timings"
+    "the difference of the paired timings (the two time columns: plain C, C with extras)"
 )
 
 

@@ -67,7 +67,9 @@ def evaluate(row, case, stats, reasons):
         return out
 
     if row.kind == "delta":  # the extra cost of den above num, in ns
-        out.update(a=med[row.num], b=med[row.den], a_spread=spread(row.num), b_spread=spread(row.den))
+        out.update(
+            a=med[row.num], b=med[row.den], a_spread=spread(row.num), b_spread=spread(row.den)
+        )
         values = [y - x for x, y in zip(per[row.num], per[row.den])]
         out["value"] = statistics.median(values)
     elif row.kind in ("ratio", "memory", "floor"):

@@ -222,7 +222,9 @@ def test_equality_includes_the_extras(flavor):
     assert base == make(ExponentialBackoff(), 3, deadline=1 / 2, budget=budget, stats=stats)
     # the deadline by value, budget and stats by identity
     assert base != make(ExponentialBackoff(), 3, deadline=0.6, budget=budget, stats=stats)
-    assert base != make(ExponentialBackoff(), 3, deadline=0.5, budget=RetryBudget(10, 0.1), stats=stats)
+    assert base != make(
+        ExponentialBackoff(), 3, deadline=0.5, budget=RetryBudget(10, 0.1), stats=stats
+    )
     assert base != make(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=RetryStats())
     assert base != make(ExponentialBackoff(), 3, budget=budget, stats=stats)
     assert make(ExponentialBackoff(), 3) != base
@@ -297,8 +299,10 @@ def test_pickle_carries_the_extras_by_value(flavor, protocol):
     assert type(twin) is type(retry)
     assert twin.deadline == 0.5
     assert twin.budget is not budget and twin.stats is not stats
-    assert repr(twin.budget) == repr(budget) == (
-        "RetryBudget(max_tokens=10, token_ratio=0.5, tokens=8.5)"
+    assert (
+        repr(twin.budget)
+        == repr(budget)
+        == ("RetryBudget(max_tokens=10, token_ratio=0.5, tokens=8.5)")
     )
     assert twin.stats.snapshot() == stats.snapshot()
     # One pickle, one budget: Retries pickled together share theirs again.
