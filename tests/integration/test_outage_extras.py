@@ -183,8 +183,8 @@ def check_outage(run, server, flavor, capsys):
         assert result.acknowledged > 0
     assert deadline.max_outage_call <= DEADLINE + CONNECT_TIMEOUT, deadline.line()
     assert deadline.stats["give_ups_deadline"] > 0
-    # without a deadline, calls wait out the outage with their retries
-    assert plain.max_outage_call > DEADLINE + CONNECT_TIMEOUT, plain.line()
+    # without a deadline, calls spend much longer retrying through the outage
+    assert plain.max_outage_call > 2 * DEADLINE, plain.line()
 
 
 def test_sync_outage_budget_and_deadline(redis_server, capsys):
