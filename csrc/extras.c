@@ -958,11 +958,14 @@ rbc_retry_before_sleep(rbc_retry_object *self, const rbc_call_extras *call, PyOb
     if (seconds == -1.0 && PyErr_Occurred()) {
         return -1;
     }
+    /* The delay's __float__ may have run Python code that changed the
+     * Retry's extras: read them again. */
+    extras = self->extras;
     if (call->deadline_at != 0.0 && monotonic_now() + seconds >= call->deadline_at) {
-        count(extras->stats, RBC_STAT_GIVE_UPS_DEADLINE);
+        count(extras != NULL ? extras->stats : NULL, RBC_STAT_GIVE_UPS_DEADLINE);
         return 0;
     }
-    rbc_stats_object *stats = extras->stats;
+    rbc_stats_object *stats = extras != NULL ? extras->stats : NULL;
     if (stats != NULL) {
         RBC_EXTRAS_LOCK(stats);
         stats->slept += seconds;

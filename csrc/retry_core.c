@@ -1030,6 +1030,24 @@ same_error_sets(const rbc_retry_flavor *fl, rbc_retry_object *self, PyObject *th
     return result;
 }
 
+/* `result and <the extras of self and other are equal>` (other NULL: a
+ * redis-py Retry, which has none).  Steals result; returns a new
+ * reference, or NULL. */
+static PyObject *
+and_same_extras(PyObject *result, rbc_retry_object *self, rbc_retry_object *other)
+{
+    int truth = PyObject_IsTrue(result);
+    if (truth == 0) {
+        return result; /* falsy: `and` stops at it */
+    }
+    Py_DECREF(result);
+    if (truth < 0) {
+        return NULL;
+    }
+    int same = rbc_retry_extras_equal(self, other);
+    return same < 0 ? NULL : PyBool_FromLong(same);
+}
+
 /* redis-py: `a._backoff == b._backoff and a._retries == b._retries and
  * set(a._supported_errors) == set(b._supported_errors)`, with `and`'s
  * value. */
@@ -1059,14 +1077,8 @@ retry_equal(rbc_state *st, const rbc_retry_flavor *fl, rbc_retry_object *self, P
     result = same_error_sets(fl, self, fields[2]);
     if (result != NULL && (self->extras != NULL || PyObject_TypeCheck(other, fl->type))) {
         /* Ours: the extras too (redis-py's Retry has none). */
-        int truth = PyObject_IsTrue(result);
-        int same = truth <= 0 ? truth
-                              : rbc_retry_extras_equal(
-                                  self, PyObject_TypeCheck(other, fl->type) ? RETRY(other)
-                                                                            : NULL);
-        if (same <= 0) {
-            Py_SETREF(result, same < 0 ? NULL : Py_NewRef(truth == 0 ? result : Py_False));
-        }
+        result = and_same_extras(result, self,
+                                 PyObject_TypeCheck(other, fl->type) ? RETRY(other) : NULL);
     }
 done:
     Py_DECREF(mine[0]);
