@@ -763,3 +763,63 @@ def test_top_level_exports():
     assert redis_backoff_c.RetryBudget is RetryBudget
     assert redis_backoff_c.RetryStats is RetryStats
     assert "RetryBudget" in redis_backoff_c.__all__ and "RetryStats" in redis_backoff_c.__all__
+
+
+# ---------------------------------------------------------------- reentrancy
+
+
+def test_fail_callback_changing_the_extras_mid_call(flavor):
+    first, second = RetryStats(), RetryStats()
+    budget = RetryBudget(10, 0.1)
+    retry = flavor.Retry(NoBackoff(), 3, budget=budget, stats=first)
+    calls = []
+
+    def fail(error):
+        calls.append(error)
+        if len(calls) == 1:
+            retry.stats = second
+            retry.budget = None
+        elif len(calls) == 2:
+            retry.stats = None  # the Retry is plain again
+            retry.deadline = 5.0
+
+    do = failing([CE("a"), CE("b"), CE("c")], then="done")
+    assert flavor.call(retry, do, fail) == "done"
+    assert first.snapshot()["failed_attempts"] == 1 and first.calls == 1
+    assert second.snapshot()["failed_attempts"] == 1 and second.retries == 1
+    assert budget.tokens == 9.0  # only the first failure was under the budget
+
+
+class Delay:
+    """A delay whose __float__ takes the Retry's extras away."""
+
+    def __init__(self, retry, seconds):
+        self.retry, self.seconds = retry, seconds
+
+    def __float__(self):
+        self.retry.stats = None
+        self.retry.deadline = None
+        return self.seconds
+
+    def __gt__(self, other):
+        return self.seconds > other
+
+
+class DelayBackoff:
+    def __init__(self):
+        self.retry = None
+
+    def reset(self):
+        pass
+
+    def compute(self, failures):
+        return Delay(self.retry, 0.01)
+
+
+def test_a_delay_whose_float_changes_the_extras(flavor):
+    backoff = DelayBackoff()
+    retry = flavor.Retry(backoff, 2, deadline=10.0, stats=RetryStats())
+    backoff.retry = retry
+    do = failing([CE("a"), CE("b")], then="ok")
+    assert flavor.call(retry, do) == "ok"
+    assert retry.stats is None and do.attempts == 3
