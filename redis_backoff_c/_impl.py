@@ -22,6 +22,7 @@ and the package re-exports it with one line in ``__init__.py``.
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import sys
 import warnings
@@ -39,6 +40,14 @@ __all__ = [
 ]
 
 
+def _extension_file_present() -> bool:
+    package_dir = os.path.dirname(os.path.abspath(__file__))
+    return any(
+        os.path.exists(os.path.join(package_dir, "_speedups" + suffix))
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    )
+
+
 def _load() -> tuple[ModuleType | None, str | None]:
     if os.environ.get("REDIS_BACKOFF_C_DISABLE", "") not in ("", "0"):
         return None, "REDIS_BACKOFF_C_DISABLE is set"
@@ -47,6 +56,10 @@ def _load() -> tuple[ModuleType | None, str | None]:
     try:
         from redis_backoff_c import _speedups
     except ImportError as error:
+        if not _extension_file_present():
+            # Installed without it: setup.py falls back to the pure-Python
+            # package when the extension cannot be built.
+            return None, "the C extension is not installed (its build failed or was skipped)"
         return None, f"the C extension could not be imported: {error}"
     return _speedups, None
 

@@ -2,8 +2,8 @@
 
 A case names the sides it times (each built lazily by a factory that may
 raise :class:`Unavailable`) and the rows it reports.  A row compares two
-sides (or three, for an overhead above a reference); its target comes from
-the performance table of DESIGN.md.
+sides (or three, for an overhead above a reference); its target is one of
+the project's performance targets (the README's "Performance" section).
 """
 
 import asyncio
@@ -46,7 +46,7 @@ JITTERED = (
 )
 ARGS = {"ConstantBackoff": (0.5,)}  # the others are built with their defaults
 
-# Targets of DESIGN.md, "Performance targets".
+# The project's performance targets (README, "Performance").
 COMPUTE_TARGET = {
     "ExponentialBackoff": 6.0,
     "FullJitterBackoff": 3.5,
@@ -625,7 +625,7 @@ def memory_cases():
                 ),
             ],
             kind="memory",
-            note="a Retry with its backoff; no target in DESIGN.md",
+            note="a Retry with its backoff; no target",
         )
     )
     return cases
