@@ -150,7 +150,10 @@ import threading
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from redis_backoff_c._speedups import RetryBudget, RetryStats
 
 __all__ = ["PatchReport", "is_patched", "patch", "patched", "unpatch"]
 
@@ -671,7 +674,11 @@ def _fallback_report() -> PatchReport:
     )
 
 
-def patch(deadline: float | None = None, budget: Any = None, stats: Any = None) -> PatchReport:
+def patch(
+    deadline: float | None = None,
+    budget: RetryBudget | None = None,
+    stats: RetryStats | None = None,
+) -> PatchReport:
     """Put the C strategies and Retry classes into redis-py, everywhere it
     holds them, and keep doing so for redis modules imported later.
 
@@ -762,7 +769,9 @@ def is_patched() -> bool:
 
 @contextmanager
 def patched(
-    deadline: float | None = None, budget: Any = None, stats: Any = None
+    deadline: float | None = None,
+    budget: RetryBudget | None = None,
+    stats: RetryStats | None = None,
 ) -> Iterator[PatchReport]:
     """``with patched() as report:``: patch() on entry, unpatch() on exit,
     unless it was already patched on entry (then it stays patched).  The
