@@ -223,9 +223,12 @@ def aws_finding(reports: Sequence[HerdReport]) -> str:
     jittered = [(r, k) for r, k in zip(reports, kinds) if k in _JITTERED]
     if not plain or not jittered:
         return ""
-    base = min(plain, key=lambda r: r.total_attempts)
     lines = []
     for report, kind in jittered:
+        # Like against like: a plain policy with the same budget and
+        # deadline when there is one.
+        same = [p for p in plain if (p.budget, p.deadline) == (report.budget, report.deadline)]
+        base = min(same or plain, key=lambda r: r.total_attempts)
         fewer = report.total_attempts < base.total_attempts
         flatter = report.peak_after_recovery < base.peak_after_recovery
         holds = "holds" if fewer and flatter else "does NOT hold"

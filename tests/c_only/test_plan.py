@@ -674,3 +674,34 @@ def test_shifted_moves_totals_exactly():
     assert again.total.p99 == pytest.approx(moved.total.p99)
     with pytest.raises(ValueError):
         plan.describe(retry, samples=10, deadline=1).shifted(1.0)
+
+
+# -- the extras (deadline=, budget=) of our Retry --------------------------
+
+
+def test_deadline_and_budget_of_our_retry_are_read():
+    text = "Retry(ConstantBackoff(1), 5, deadline=2.4, budget=RetryBudget(10, 0.1))"
+    retry = plan.parse_policy(text)
+    assert retry.deadline == 2.4 and retry.budget.max_tokens == 10
+    result = plan.describe(retry, attempt_time=0.25)
+    assert result.total.max == 1.5  # as test_deadline_truncates_the_total
+    assert any("budget" in note for note in result.notes)
+    report = plan.simulate_herd(retry, 100, outage=5, capacity=100, attempt_time=0)
+    assert report.budget == (10.0, 0.1) and report.deadline == 2.4
+    assert (report.total_attempts, report.gave_up) == (104, 100)  # as test_herd_shared_budget
+
+
+def test_jitter_finding_compares_like_with_like():
+    def run(name, **extras):
+        strategy = getattr(redis_backoff_c, name)(cap=1, base=0.01)
+        retry = redis_backoff_c.Retry(strategy, 10, **extras)
+        return plan.simulate_herd(retry, 1000, outage=2, capacity=2000, seed=1)
+
+    budget = redis_backoff_c.RetryBudget(100, 0.1)
+    reports = [
+        run("ExponentialBackoff"),
+        run("ExponentialBackoff", budget=budget),
+        run("EqualJitterBackoff"),
+    ]
+    (line,) = plan.aws_finding(reports).splitlines()
+    assert f"vs {reports[0].total_attempts:,}" in line and "holds" in line
