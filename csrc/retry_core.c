@@ -328,6 +328,28 @@ rbc_retry_new(const rbc_retry_flavor *fl, PyTypeObject *type)
     return (PyObject *)self;
 }
 
+/* Retry(backoff, retries) of the exact type with a small int `retries`
+ * (redis-py's own calls): the object built with its fields in place,
+ * without the generic allocation, the placeholder fields of tp_new and the
+ * generic __index__ conversion.  tp_free is PyObject_GC_Del. */
+static PyObject *
+retry_new_exact(const rbc_retry_flavor *fl, PyObject *type, PyObject *backoff, PyObject *retries,
+                long long value)
+{
+    rbc_retry_object *self = PyObject_GC_New(rbc_retry_object, (PyTypeObject *)type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->backoff = Py_NewRef(backoff);
+    self->retries = Py_NewRef(retries);
+    self->retries_value = value;
+    self->supported_errors = Py_NewRef(fl->default_errors);
+    self->errors_set = NULL;
+    self->weakreflist = NULL;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
 static const char *const init_names[] = {"backoff", "retries", "supported_errors"};
 
 PyObject *
@@ -336,6 +358,11 @@ rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *values[3] = {NULL, NULL, fl->default_errors};
+    long long small;
+    if (nargs == 2 && kwnames == NULL && PyLong_CheckExact(args[1])
+        && rbc_small_int_value(args[1], &small)) {
+        return retry_new_exact(fl, type, args[0], args[1], small);
+    }
     if (nargs == 2 && kwnames == NULL) {
         values[0] = args[0];
         values[1] = args[1];
