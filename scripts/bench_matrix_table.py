@@ -22,8 +22,9 @@ HEADLINES = [
     ("`copy.deepcopy(Retry(...))`", "copy.deepcopy(Retry(ExponentialBackoff(), 3))"),
     ("`ExponentialBackoff.compute(3)`", "ExponentialBackoff.compute(3)"),
     ("`ExponentialWithJitterBackoff.compute(3)`", "ExponentialWithJitterBackoff.compute(3)"),
+    ("`ExponentialBackoff.compute(3)` / floor (C/floor)", "ExponentialBackoff.compute(3) vs floor"),
     (
-        "fast-source jittered compute / floor (C/floor)",
+        "`ExponentialWithJitterBackoff.compute(3)`, fast source / floor",
         "ExponentialWithJitterBackoff.compute(3) [fast] vs floor",
     ),
 ]
