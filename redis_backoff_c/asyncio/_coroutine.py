@@ -11,12 +11,23 @@ loop (``is_retryable``, ``fail``, the retries limit, ``compute``, the sleep,
 ``do()`` again), started from the error caught here.
 """
 
-from redis_backoff_c._speedups import _async_begin, _async_caught
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from redis_backoff_c._speedups import AsyncRetry, _async_begin, _async_caught
 
 __all__ = ["call_with_retry"]
 
+_T = TypeVar("_T")
 
-async def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):  # type: ignore[no-untyped-def]
+
+async def call_with_retry(
+    self: AsyncRetry,
+    do: Callable[[], Awaitable[_T]],
+    fail: Callable[..., Any],
+    is_retryable: Callable[[Exception], bool] | None = None,
+    with_failure_count: bool = False,
+) -> _T:
     """Await do(); on an error in _supported_errors, await fail(error) (or
     fail(error, failures)), await redis_backoff_c.asyncio.retry.sleep(
     _backoff.compute(failures)) and await do() again, up to _retries times
@@ -27,7 +38,8 @@ async def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=
         return await do()
     except self._supported_errors as error:
         failing = _async_caught(self, error, do, fail, is_retryable, with_failure_count)
-    return await failing
+    result: _T = await failing
+    return result
 
 
 # The name redis-py's coroutine has: "coroutine 'Retry.call_with_retry' was

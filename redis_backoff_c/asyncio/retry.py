@@ -49,7 +49,7 @@ def _choose_design() -> str:
             "REDIS_BACKOFF_C_ASYNC_DESIGN must be 'awaitable' or 'coroutine', "
             f"not {forced!r}"
         )
-    # Measured with scripts/bench-matrix.sh: see docs/performance.md.
+    # Measured (callgrind and scripts/bench-matrix.sh): README, "Two asyncio designs".
     return "coroutine" if sys.version_info >= (3, 12) else "awaitable"
 
 
@@ -57,7 +57,7 @@ if speedups is not None:
     from redis_backoff_c._speedups import AsyncRetry as Retry
 
     #: "awaitable" or "coroutine": which design serves call_with_retry here.
-    DESIGN = _choose_design()
+    DESIGN: str = _choose_design()
     if DESIGN == "coroutine":
         from redis_backoff_c.asyncio._coroutine import call_with_retry
 
