@@ -73,7 +73,9 @@ def main(paths):
     cells = []
     for _, data in runs:
         worst = lowest_quartile(data)
-        cells.append("n/a" if worst is None else f"{worst['value_q1']:.2f}x ({worst['name'].strip()})")
+        cells.append(
+            "n/a" if worst is None else f"{worst['value_q1']:.2f}x ({worst['name'].strip()})"
+        )
     print("| lowest lower quartile, any ratio row | " + " | ".join(cells) + " |")
     print()
     print(

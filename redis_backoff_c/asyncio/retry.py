@@ -46,8 +46,7 @@ def _choose_design() -> str:
         return forced
     if forced:
         raise ValueError(
-            "REDIS_BACKOFF_C_ASYNC_DESIGN must be 'awaitable' or 'coroutine', "
-            f"not {forced!r}"
+            f"REDIS_BACKOFF_C_ASYNC_DESIGN must be 'awaitable' or 'coroutine', not {forced!r}"
         )
     # Measured (callgrind and scripts/bench-matrix.sh): README, "Two asyncio designs".
     return "coroutine" if sys.version_info >= (3, 12) else "awaitable"

@@ -280,8 +280,7 @@ def floor_case():
             Row("floor: f() with f = (3).bit_length", kind="single", num="floor"),
             Row("floor, attribute form: x.bit_length()", kind="single", num="floor-attr"),
         ],
-        note="a no-argument builtin method call; the first form is the one "
-        "the vs floor rows use",
+        note="a no-argument builtin method call; the first form is the one the vs floor rows use",
     )
 
 
