@@ -35,8 +35,8 @@ check_callable(PyObject *obj, const char *name)
 PyObject *
 rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "_async_begin() takes 3 arguments (%zd given)", nargs);
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "_async_begin() takes 5 arguments (%zd given)", nargs);
         return NULL;
     }
     rbc_state *st = rbc_get_state(module);
@@ -44,6 +44,12 @@ rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (retry == NULL || check_callable(args[1], "do") < 0
         || check_callable(args[2], "fail") < 0) {
         return NULL;
+    }
+    if (retry->extras != NULL) {
+        /* Deadline, budget or stats: the whole call is the C awaitable's,
+         * which keeps their accounting (extras.h); its first step resets
+         * the backoff, as this one would have. */
+        return rbc_async_call_new(st, args[0], args[1], args[2], args[3], args[4]);
     }
     /* Nothing to do for an unmodified C strategy other than
      * DecorrelatedJitterBackoff: the usual case costs one type compare. */

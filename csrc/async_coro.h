@@ -12,7 +12,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* _async_begin(retry, do, fail): the checks and self._backoff.reset(). */
+/* _async_begin(retry, do, fail, is_retryable, with_failure_count): the
+ * checks and self._backoff.reset(), returning None; for a Retry with
+ * extras (deadline, budget, stats), the C awaitable of the whole call
+ * instead, reset not yet done, for the coroutine to await. */
 PyObject *rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 /* _async_caught(retry, error, do, fail, is_retryable, with_failure_count):
  * the awaitable of the failure loop, from the caught error on. */
@@ -21,8 +24,9 @@ PyObject *rbc_async_caught(PyObject *module, PyObject *const *args, Py_ssize_t n
 /* clang-format off */
 #define RBC_ASYNC_CORO_METHODS                                                    \
     {"_async_begin", (PyCFunction)(void (*)(void))rbc_async_begin, METH_FASTCALL, \
-     "_async_begin(retry, do, fail, /)\n--\n\n"                                   \
-     "Check do and fail, then reset retry._backoff (the coroutine design)."},     \
+     "_async_begin(retry, do, fail, is_retryable, with_failure_count, /)\n--\n\n" \
+     "Check do and fail, then reset retry._backoff (the coroutine design);\n"    \
+     "with extras, return the awaitable of the whole call instead."},             \
     {"_async_caught", (PyCFunction)(void (*)(void))rbc_async_caught, METH_FASTCALL, \
      "_async_caught(retry, error, do, fail, is_retryable, with_failure_count, /)\n--\n\n" \
      "An awaitable of the failure loop, starting from `error` raised by\n"        \

@@ -32,6 +32,8 @@ from typing import Literal
 __all__ = [
     "FALLBACK_REASON",
     "IMPLEMENTATION",
+    "RetryBudget",
+    "RetryStats",
     "get_random_source",
     "set_random_source",
     "speedups",
@@ -106,3 +108,28 @@ if speedups is not None:
 else:
     set_random_source = _python_set_random_source
     get_random_source = _python_get_random_source
+
+
+class _PythonRetryBudget:
+    """The fallback's RetryBudget: the extras need the C extension."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError(
+            f"RetryBudget needs the C extension, which is not in use ({FALLBACK_REASON})"
+        )
+
+
+class _PythonRetryStats:
+    """The fallback's RetryStats: the extras need the C extension."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError(
+            f"RetryStats needs the C extension, which is not in use ({FALLBACK_REASON})"
+        )
+
+
+if speedups is not None:
+    from redis_backoff_c._speedups import RetryBudget, RetryStats
+else:
+    RetryBudget = _PythonRetryBudget  # type: ignore[assignment,misc]
+    RetryStats = _PythonRetryStats  # type: ignore[assignment,misc]

@@ -112,7 +112,7 @@ export CC
 "$py" -m pip uninstall --quiet --yes redis-backoff-c >/dev/null 2>&1 || true
 "$py" -m pip install --quiet --disable-pip-version-check "$src[test]"
 # Found without importing it (that needs the ASan runtime preloaded).
-so=$("$py" -c '
+so=$("$py" -I -c '
 import glob, importlib.util, os
 package = os.path.dirname(importlib.util.find_spec("redis_backoff_c").origin)
 print(*glob.glob(os.path.join(package, "_speedups*.so")))

@@ -5,7 +5,9 @@ On the CPythons where it is the faster of the two designs (see
 type's ``call_with_retry``.  Its success path is the interpreter's own
 ``await do()``, which CPython 3.12 and later run without leaving the
 interpreter or raising ``StopIteration``; everything else is C:
-``_async_begin`` checks ``do`` and ``fail`` and resets the backoff, and on a
+``_async_begin`` checks ``do`` and ``fail`` and resets the backoff (or, for a
+``Retry`` with a deadline, budget or stats, returns the C awaitable of the
+whole call, which keeps their accounting), and on a
 supported error ``_async_caught`` returns the C awaitable of the failure
 loop (``is_retryable``, ``fail``, the retries limit, ``compute``, the sleep,
 ``do()`` again), started from the error caught here.
@@ -33,12 +35,15 @@ async def call_with_retry(
     _backoff.compute(failures)) and await do() again, up to _retries times
     (forever when < 0); then raise the error.  A falsy is_retryable(error)
     raises it at once."""
-    _async_begin(self, do, fail)
+    whole = _async_begin(self, do, fail, is_retryable, with_failure_count)
+    if whole is not None:  # deadline, budget or stats: all in C
+        result: _T = await whole
+        return result
     try:
         return await do()
     except self._supported_errors as error:
         failing = _async_caught(self, error, do, fail, is_retryable, with_failure_count)
-    result: _T = await failing
+    result = await failing
     return result
 
 

@@ -65,6 +65,7 @@ ASYNC_SUCCESS_TARGET = ASYNC_SUCCESS_TARGETS.get(sys.version_info[:2], 1.25)
 RETRY_OPS_TARGET = 3.0  # Retry(ExponentialBackoff(), 3) construction, ==, hash
 MEMORY_TARGET = 2.0  # at most half of redis-py's bytes
 FAILURE_TARGET = 1.0  # not slower
+EXTRAS_TARGET_NS = 10.0  # extras on the success path: at most 10 ns above plain C
 
 
 @dataclass
@@ -78,6 +79,7 @@ class Row:
           "peer"     (num - base) / (den - base), a peer library's overhead
                      against ours, no target
           "single"   one side alone (a reference figure)
+          "delta"    den - num in ns, lower is better (the cost of extras)
     """
 
     name: str
@@ -421,6 +423,77 @@ def sync_retry_cases():
     ]
 
 
+def _extras(kind):
+    """The opt-in extras of a timed Retry: none, budget and stats, or all three."""
+    if kind == "c":
+        return {}
+    extras = {"budget": redis_backoff_c.RetryBudget(10, 0.1), "stats": redis_backoff_c.RetryStats()}
+    if kind == "c+deadline":
+        extras["deadline"] = 10.0
+    return extras
+
+
+EXTRAS_SIDES = ("c", "c+budget+stats", "c+deadline")
+EXTRAS_NOTE = (
+    "the same successful call on the C Retry without extras and with "
+    "budget=RetryBudget(10, 0.1) and stats=RetryStats() (and deadline=10.0): "
+    "the difference of the paired timings (the two time columns: plain C, C with extras)"
+)
+
+
+def _extras_rows(prefix):
+    return [
+        Row(
+            f"{prefix} + budget + stats, ns above plain C",
+            kind="delta",
+            num="c",
+            den="c+budget+stats",
+            target=EXTRAS_TARGET_NS,
+        ),
+        Row(
+            f"{prefix} + deadline + budget + stats, ns above plain C",
+            kind="delta",
+            num="c",
+            den="c+deadline",
+            target=EXTRAS_TARGET_NS,
+        ),
+    ]
+
+
+def sync_extras_case():
+    def side(label, st):
+        r = c_retry_module().Retry(C.ExponentialBackoff(), 3, **_extras(label))
+        return stmt_side(label, "r.call_with_retry(do, fail)", {"r": r, "do": _do, "fail": _fail})
+
+    return Case(
+        "call_with_retry/success extras",
+        "sync Retry",
+        {s: lambda st, s=s: side(s, st) for s in EXTRAS_SIDES},
+        _extras_rows("call_with_retry success"),
+        note=EXTRAS_NOTE,
+    )
+
+
+def async_extras_case(session):
+    def side(label, st):
+        loop = session.loop()
+        r = c_async_retry_module().Retry(C.ExponentialBackoff(), 3, **_extras(label))
+
+        async def body(n):
+            for _ in range(n):
+                await r.call_with_retry(_ado, _afail)
+
+        return async_side(label, loop, body)
+
+    return Case(
+        "async call_with_retry/success extras",
+        "asyncio Retry",
+        {s: lambda st, s=s: side(s, st) for s in EXTRAS_SIDES},
+        _extras_rows("async call_with_retry success"),
+        note=EXTRAS_NOTE + f" ({session.loop_name} event loop)",
+    )
+
+
 def async_retry_cases(session):
     def success(label, st):
         loop = session.loop()
@@ -736,7 +809,9 @@ def all_cases(session):
         *eq_hash_cases(),
         deepcopy_case(),
         *sync_retry_cases(),
+        sync_extras_case(),
         *async_retry_cases(session),
+        async_extras_case(session),
         *memory_cases(),
         peer_case(),
         *e2e_cases(session),

@@ -24,6 +24,7 @@ ASYNC_TESTS = [
     "contract/test_reentrancy.py",
     "c_only/test_hardening_async.py",
     "c_only/test_leaks_async.py",
+    "c_only/test_extras.py",
     "integration/test_asyncio_redis.py",
 ]
 
