@@ -37,7 +37,9 @@ import redis.asyncio.retry as _redis_asyncio_retry
 
 from redis_backoff_c._impl import speedups
 
-__all__ = ["DESIGN", "Retry", "sleep"]
+# DESIGN is ours, not redis-py's: left out of __all__, which mirrors
+# redis.asyncio.retry's names.
+__all__ = ["Retry", "sleep"]
 
 
 def _choose_design() -> str:

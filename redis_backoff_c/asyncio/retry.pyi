@@ -14,4 +14,4 @@ from redis_backoff_c._speedups import AsyncRetry as Retry
 # the extension); see the module's docstring.
 DESIGN: Literal["awaitable", "coroutine", "python"]
 
-__all__ = ["DESIGN", "Retry", "sleep"]
+__all__ = ["Retry", "sleep"]
