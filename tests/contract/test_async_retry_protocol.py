@@ -314,6 +314,9 @@ def test_arguments_checked_when_awaited(c_impl):
         retry.call_with_retry(lambda: None, lambda e: None, nope=1)
 
 
+# The C awaitable's own tp_traverse; a native coroutine's is the
+# interpreter's (on 3.10 its referents are its frame, not the locals).
+@pytest.mark.async_design("awaitable")
 def test_gc_sees_what_the_awaitable_holds_and_it_lets_go_when_done(c_impl):
     log = Log()
     awaitable = new_call(c_impl, log)
