@@ -38,6 +38,7 @@
 
 typedef enum {
     CALL_CREATED,     /* not started: the first send runs reset() and do() */
+    CALL_CAUGHT,      /* not started, do() already raised `error` (async_coro.c) */
     CALL_AWAIT_DO,    /* in `await do()` */
     CALL_AWAIT_FAIL,  /* in `await fail(...)`, handling `error` */
     CALL_AWAIT_SLEEP, /* in `await sleep(delay)`, handling `error` */
@@ -459,6 +460,24 @@ start(call_object *self, PyObject *arg, PyObject **value)
     return run(self, outcome, value);
 }
 
+/* The first send of an awaitable made by rbc_async_call_new_caught: the
+ * native coroutine (async_coro.c) already reset the backoff and awaited
+ * do(), which raised self->error; the failure loop goes on from there, as
+ * if this awaitable's own `await do()` had raised it. */
+static PySendResult
+start_caught(call_object *self, PyObject *arg, PyObject **value)
+{
+    if (arg != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started coroutine");
+        return PYGEN_ERROR;
+    }
+    PyObject *error = self->error;
+    self->error = NULL;
+    self->phase = CALL_AWAIT_DO;
+    rbc_exc_restore(error);
+    return run(self, PYGEN_ERROR, value);
+}
+
 static PySendResult
 call_am_send(PyObject *op, PyObject *arg, PyObject **value)
 {
@@ -472,6 +491,9 @@ call_am_send(PyObject *op, PyObject *arg, PyObject **value)
     switch (self->phase) {
     case CALL_CREATED:
         outcome = start(self, arg, value);
+        break;
+    case CALL_CAUGHT:
+        outcome = start_caught(self, arg, value);
         break;
     case CALL_AWAIT_DO:
         outcome = run(self, send_inner(self, arg, value), value);
@@ -805,6 +827,7 @@ throw_outcome(call_object *self, PyObject *const *args, Py_ssize_t nargs, PyObje
     }
     switch (self->phase) {
     case CALL_CREATED:
+    case CALL_CAUGHT:
         /* Raised before the first line: nothing runs, the coroutine ends. */
         if (raise_thrown(args[0], nargs > 1 ? args[1] : NULL, nargs > 2 ? args[2] : NULL) == 0) {
             finish(self);
@@ -855,7 +878,7 @@ call_close(PyObject *op, PyObject *unused)
     if (refuse_reentry(self) < 0) {
         return NULL;
     }
-    if (self->phase == CALL_CREATED || self->phase == CALL_DONE) {
+    if (self->phase == CALL_CREATED || self->phase == CALL_CAUGHT || self->phase == CALL_DONE) {
         finish(self);
         Py_RETURN_NONE;
     }
@@ -930,6 +953,18 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
     self->finalized = 0;
     PyObject_GC_Track(self);
     return (PyObject *)self;
+}
+
+PyObject *
+rbc_async_call_new_caught(rbc_state *st, PyObject *retry, PyObject *error, PyObject *do_,
+                          PyObject *fail, PyObject *is_retryable, PyObject *with_failure_count)
+{
+    PyObject *op = rbc_async_call_new(st, retry, do_, fail, is_retryable, with_failure_count);
+    if (op != NULL) {
+        CALL(op)->error = Py_NewRef(error);
+        CALL(op)->phase = CALL_CAUGHT;
+    }
+    return op;
 }
 
 static int

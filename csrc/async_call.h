@@ -23,4 +23,12 @@ PyObject *rbc_async_call_new(struct rbc_state *st, PyObject *retry, PyObject *do
                              PyObject *fail, PyObject *is_retryable,
                              PyObject *with_failure_count);
 
+/* An awaitable that, when first sent to, handles `error` as the failure
+ * of do()'s first try and goes on with the failure loop: the second half
+ * of the native-coroutine design (async_coro.c), whose coroutine has
+ * already reset the backoff and awaited do() once. */
+PyObject *rbc_async_call_new_caught(struct rbc_state *st, PyObject *retry, PyObject *error,
+                                    PyObject *do_, PyObject *fail, PyObject *is_retryable,
+                                    PyObject *with_failure_count);
+
 #endif

@@ -6,6 +6,7 @@
  * rbc_*_init() function, called from module_exec in dependency order.
  */
 #include "state.h"
+#include "async_coro.h"
 
 static int
 module_exec(PyObject *module)
@@ -63,6 +64,7 @@ static PyMethodDef module_methods[] = {
      "in C, seeded with the int `seed`, or from os.urandom when None)."},
     {"get_random_source", rbc_get_random_source, METH_NOARGS,
      "get_random_source()\n--\n\nThe name of the active random source: 'python' or 'fast'."},
+    RBC_ASYNC_CORO_METHODS,
     {NULL, NULL, 0, NULL},
 };
 

@@ -329,6 +329,29 @@ rbc_retry_new(const rbc_retry_flavor *fl, PyTypeObject *type)
     return (PyObject *)self;
 }
 
+/* Retry(backoff, retries) of the exact type with a small int `retries`
+ * (redis-py's own calls): the object built with its fields in place,
+ * without the generic allocation, the placeholder fields of tp_new and the
+ * generic __index__ conversion.  tp_free is PyObject_GC_Del. */
+static PyObject *
+retry_new_exact(const rbc_retry_flavor *fl, PyObject *type, PyObject *backoff, PyObject *retries,
+                long long value)
+{
+    rbc_retry_object *self = PyObject_GC_New(rbc_retry_object, (PyTypeObject *)type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->backoff = Py_NewRef(backoff);
+    self->retries = Py_NewRef(retries);
+    self->retries_value = value;
+    self->supported_errors = Py_NewRef(fl->default_errors);
+    self->errors_set = NULL;
+    self->weakreflist = NULL;
+    self->extras = NULL;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
 /* The three of redis-py, then the keyword-only extras. */
 static const char *const init_names[] = {"backoff", "retries", "supported_errors",
                                          "deadline", "budget", "stats"};
@@ -352,6 +375,11 @@ rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const
                      size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    long long small;
+    if (nargs == 2 && kwnames == NULL && PyLong_CheckExact(args[1])
+        && rbc_small_int_value(args[1], &small)) {
+        return retry_new_exact(fl, type, args[0], args[1], small);
+    }
     PyObject *values[6] = {NULL, NULL, fl->default_errors, Py_None, Py_None, Py_None};
     if (nargs == 2 && kwnames == NULL) {
         values[0] = args[0];

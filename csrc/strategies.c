@@ -836,6 +836,35 @@ no_backoff_init(PyObject *self, PyObject *args, PyObject *kwds)
     return 0;
 }
 
+/* A new object of one of our exact strategy types, its fields set from
+ * values[] (checked by the caller): what strategy_new then __init__ leave,
+ * without the generic allocation, the module lookup and the subtype
+ * checks that a subclass needs.  The types have no __dict__ or weakref
+ * slot, and their tp_free is PyObject_GC_Del. */
+static PyObject *
+strategy_alloc_exact(rbc_strategies_state *ss, PyTypeObject *type, PyObject *const *values)
+{
+    PyObject *self = PyObject_GC_New(PyObject, type); /* a heap type: it takes a reference */
+    if (self == NULL) {
+        return NULL;
+    }
+    if (type == ss->types[RBC_CONSTANT]) {
+        CONSTANT(self)->backoff = Py_NewRef(values[0]);
+    }
+    else if (type == ss->types[RBC_NO_BACKOFF]) {
+        CONSTANT(self)->backoff = Py_NewRef(ss->int_zero);
+    }
+    else {
+        CAPPED(self)->cap = Py_NewRef(values[0]);
+        CAPPED(self)->base = Py_NewRef(values[1]);
+        if (type == ss->types[RBC_DECORRELATED_JITTER]) {
+            DECORRELATED(self)->previous = Py_NewRef(ss->int_zero);
+        }
+    }
+    PyObject_GC_Track(self);
+    return self;
+}
+
 /* Vectorcall of the exact C types: construction without tp_new + tp_init's
  * tuple and dict.  Subclasses never inherit tp_vectorcall, so `type` is
  * always one of ours here. */
@@ -847,15 +876,16 @@ strategy_vectorcall(PyObject *type_obj, PyObject *const *args, size_t nargsf,
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     rbc_state *st = (rbc_state *)PyType_GetModuleState(type);
     rbc_strategies_state *ss = &st->strategies;
-    const char *name = short_type_name(type);
     PyObject *values[2] = {NULL, NULL};
+    int has_kw = kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0;
     if (type == ss->types[RBC_NO_BACKOFF]) {
-        if (nargs != 0 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        if (nargs != 0 || has_kw) {
             PyErr_SetString(PyExc_TypeError, "NoBackoff() takes no arguments");
             return NULL;
         }
     }
     else if (type == ss->types[RBC_CONSTANT]) {
+        const char *name = short_type_name(type);
         if (rbc_bind_args(name, constant_names, 1, args, nargs, kwnames, values) < 0
             || rbc_check_real(name, "backoff", values[0]) < 0) {
             return NULL;
@@ -864,24 +894,17 @@ strategy_vectorcall(PyObject *type_obj, PyObject *const *args, size_t nargsf,
     else {
         values[0] = ss->default_cap;
         values[1] = ss->default_base;
-        if (rbc_bind_args(name, capped_names, 2, args, nargs, kwnames, values) < 0
-            || rbc_check_real(name, "cap", values[0]) < 0
-            || rbc_check_real(name, "base", values[1]) < 0) {
-            return NULL;
+        /* ExponentialBackoff(): the defaults, known to be floats. */
+        if (nargs != 0 || has_kw) {
+            const char *name = short_type_name(type);
+            if (rbc_bind_args(name, capped_names, 2, args, nargs, kwnames, values) < 0
+                || rbc_check_real(name, "cap", values[0]) < 0
+                || rbc_check_real(name, "base", values[1]) < 0) {
+                return NULL;
+            }
         }
     }
-    PyObject *self = strategy_new(type, NULL, NULL);
-    if (self == NULL) {
-        return NULL;
-    }
-    if (type == ss->types[RBC_CONSTANT]) {
-        Py_SETREF(CONSTANT(self)->backoff, Py_NewRef(values[0]));
-    }
-    else if (type != ss->types[RBC_NO_BACKOFF]) {
-        Py_SETREF(CAPPED(self)->cap, Py_NewRef(values[0]));
-        Py_SETREF(CAPPED(self)->base, Py_NewRef(values[1]));
-    }
-    return self;
+    return strategy_alloc_exact(ss, type, values);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -194,8 +194,9 @@ class AsyncRetry(redis.asyncio.retry.Retry):
     def get_retries(self) -> int: ...
     def update_retries(self, value: int) -> None: ...
     def update_supported_errors(self, specified_errors: Iterable[type[RedisError]]) -> None: ...
-    # redis-py's is an ``async def``; this one returns a C awaitable that
-    # speaks the coroutine protocol (collections.abc.Coroutine holds).
+    # redis-py's is an ``async def``; this one is a C awaitable that speaks
+    # the coroutine protocol (CPython 3.10, 3.11) or, from 3.12, an
+    # ``async def`` too (redis_backoff_c.asyncio.retry.DESIGN says which).
     def call_with_retry(
         self,
         do: Callable[[], Awaitable[_T]],
@@ -210,3 +211,23 @@ class AsyncRetry(redis.asyncio.retry.Retry):
 
 def set_random_source(name: str, seed: int | None = None) -> None: ...
 def get_random_source() -> str: ...
+
+# The C half of the coroutine design of AsyncRetry.call_with_retry
+# (redis_backoff_c.asyncio._coroutine); private.
+def _async_begin(
+    retry: AsyncRetry,
+    do: Callable[[], Awaitable[Any]],
+    fail: Callable[..., Any],
+    is_retryable: Callable[[Exception], bool] | None,
+    with_failure_count: bool,
+    /,
+) -> Coroutine[Any, Any, Any] | None: ...
+def _async_caught(
+    retry: AsyncRetry,
+    error: BaseException,
+    do: Callable[[], Awaitable[Any]],
+    fail: Callable[..., Any],
+    is_retryable: Callable[[Exception], bool] | None,
+    with_failure_count: bool,
+    /,
+) -> Coroutine[Any, Any, Any]: ...

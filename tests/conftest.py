@@ -49,4 +49,31 @@ def sleeps(impl, monkeypatch):
 
 
 def pytest_report_header(config):
-    return f"redis_backoff_c implementation: {redis_backoff_c.IMPLEMENTATION}"
+    return (
+        f"redis_backoff_c implementation: {redis_backoff_c.IMPLEMENTATION}, "
+        f"asyncio design: {async_design()}"
+    )
+
+
+def async_design():
+    """Which design serves the asyncio call_with_retry in this process."""
+    import redis_backoff_c.asyncio.retry
+
+    return redis_backoff_c.asyncio.retry.DESIGN
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test marked async_design(name) checks what only that design has
+    (the C awaitable's own protocol object, or the coroutine's checks when
+    awaited).  Where the other design serves, it does not apply here; the
+    subprocess runs of tests/c_only/test_async_designs.py cover it."""
+    design = async_design()
+    for item in items:
+        marker = item.get_closest_marker("async_design")
+        if marker is not None and marker.args[0] != design:
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"{marker.args[0]} design only; this process uses {design} "
+                    "(run by tests/c_only/test_async_designs.py)"
+                )
+            )

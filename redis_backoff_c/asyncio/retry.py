@@ -1,8 +1,23 @@
 """Drop-in for ``redis.asyncio.retry``: the asyncio ``Retry`` in C.
 
-``Retry.call_with_retry`` returns a C awaitable (it speaks the coroutine
-protocol: ``__await__``, ``send``, ``throw``, ``close``) that awaits
-``do()``, ``fail(...)`` and ``sleep(delay)`` in redis-py's order.
+``Retry.call_with_retry(do, fail)`` returns a coroutine-like object that
+awaits ``do()``, ``fail(...)`` and ``sleep(delay)`` in redis-py's order.
+Two designs keep that contract; the faster one on the running CPython is
+chosen here, at import, and named by ``DESIGN``:
+
+- ``"awaitable"`` (CPython 3.10 and 3.11): a C object that speaks the
+  coroutine protocol (``__await__``, ``send``, ``throw``, ``close``) and
+  runs the whole loop, ``await do()`` included, in C.
+- ``"coroutine"`` (CPython 3.12 and later): a native ``async def``
+  (``redis_backoff_c.asyncio._coroutine``) whose success path is the
+  interpreter's own ``await do()``; reset, the decisions and the failure
+  loop are in C.  From 3.12 on the interpreter awaits only a native
+  coroutine without a ``StopIteration`` per result, which is what the C
+  awaitable pays there.
+
+``REDIS_BACKOFF_C_ASYNC_DESIGN=awaitable`` (or ``coroutine``) overrides the
+choice, for testing both designs on one interpreter.
+
 ``Retry`` is registered as a virtual subclass of
 ``redis.asyncio.retry.Retry``, so ``isinstance`` holds and redis-py's own
 ``__eq__`` accepts it.  Without the extension (see
@@ -14,17 +29,42 @@ it up here each time it sleeps (only after a failure), so a test can patch
 ``redis.asyncio.retry.sleep``.  It is ``asyncio.sleep``.
 """
 
+import os
+import sys
 from asyncio import sleep
 
 import redis.asyncio.retry as _redis_asyncio_retry
 
 from redis_backoff_c._impl import speedups
 
+# DESIGN is ours, not redis-py's: left out of __all__, which mirrors
+# redis.asyncio.retry's names.
+__all__ = ["Retry", "sleep"]
+
+
+def _choose_design() -> str:
+    forced = os.environ.get("REDIS_BACKOFF_C_ASYNC_DESIGN", "")
+    if forced in ("awaitable", "coroutine"):
+        return forced
+    if forced:
+        raise ValueError(
+            f"REDIS_BACKOFF_C_ASYNC_DESIGN must be 'awaitable' or 'coroutine', not {forced!r}"
+        )
+    # Measured (callgrind and scripts/bench-matrix.sh): README, "Two asyncio designs".
+    return "coroutine" if sys.version_info >= (3, 12) else "awaitable"
+
+
 if speedups is not None:
     from redis_backoff_c._speedups import AsyncRetry as Retry
 
+    #: "awaitable" or "coroutine": which design serves call_with_retry here.
+    DESIGN: str = _choose_design()
+    if DESIGN == "coroutine":
+        from redis_backoff_c.asyncio._coroutine import call_with_retry
+
+        Retry.call_with_retry = call_with_retry  # type: ignore[method-assign]
     _redis_asyncio_retry.Retry.register(Retry)
 else:
     from redis.asyncio.retry import Retry
 
-__all__ = ["Retry", "sleep"]
+    DESIGN = "python"

@@ -6,7 +6,12 @@
 # type checker as it does at run time.  `sleep` is asyncio.sleep, the one
 # name call_with_retry awaits its backoff through.
 from asyncio import sleep as sleep
+from typing import Literal
 
 from redis_backoff_c._speedups import AsyncRetry as Retry
+
+# Which design serves call_with_retry on this interpreter ("python" without
+# the extension); see the module's docstring.
+DESIGN: Literal["awaitable", "coroutine", "python"]
 
 __all__ = ["Retry", "sleep"]

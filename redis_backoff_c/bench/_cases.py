@@ -11,6 +11,7 @@ import copy
 import gc
 import importlib
 import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,19 +47,21 @@ JITTERED = (
 )
 ARGS = {"ConstantBackoff": (0.5,)}  # the others are built with their defaults
 
-# The project's performance targets (README, "Performance").
-COMPUTE_TARGET = {
-    "ExponentialBackoff": 6.0,
-    "FullJitterBackoff": 3.5,
-    "EqualJitterBackoff": 3.5,
-    "DecorrelatedJitterBackoff": 6.0,
-    "ExponentialWithJitterBackoff": 3.5,
-}
-COMPUTE_FAST_TARGET = {"ExponentialBackoff": 6.0, **{s: 8.0 for s in JITTERED}}
-FLOOR_TARGET = 2.0  # fast jittered compute within 2x of the floor
+# The project's performance targets (DESIGN.md, "Performance targets").
+# Rows at the interpreter's floor are judged against the floor, not
+# redis-py: ExponentialBackoff.compute (default source) and the jittered
+# ones with the fast source must be within FLOOR_TARGET of a builtin method
+# call of the same shape; the jittered ones on the default source, which
+# call into `random` as redis-py must, keep a ratio against redis-py.
+COMPUTE_TARGET = {s: 3.5 for s in JITTERED}
+COMPUTE_FAST_TARGET: dict[str, float] = {}
+FLOOR_TARGET = 1.5  # C compute within 1.5x of the floor
 SYNC_SUCCESS_TARGET = 1.8
 SYNC_OVERHEAD_TARGET = 3.0  # our overhead at most a third of redis-py's
-ASYNC_SUCCESS_TARGET = 1.6
+# asyncio success, per CPython: redis-py's own coroutine got faster in 3.11
+# and again in 3.12 (see README, "Two asyncio designs").
+ASYNC_SUCCESS_TARGETS = {(3, 10): 1.6, (3, 11): 1.5}
+ASYNC_SUCCESS_TARGET = ASYNC_SUCCESS_TARGETS.get(sys.version_info[:2], 1.25)
 RETRY_OPS_TARGET = 3.0  # Retry(ExponentialBackoff(), 3) construction, ==, hash
 MEMORY_TARGET = 2.0  # at most half of redis-py's bytes
 FAILURE_TARGET = 1.0  # not slower
@@ -235,13 +238,17 @@ def compute_cases():
                 target=COMPUTE_FAST_TARGET.get(name),
             ),
         ]
-        if name in JITTERED:
+        if name in JITTERED or name == "ExponentialBackoff":
+            # The C compute at the floor: the fast source for the jittered
+            # ones, the default one for ExponentialBackoff (it draws nothing).
+            c_side = "c" if name == "ExponentialBackoff" else "c-fast"
+            tag = "" if name == "ExponentialBackoff" else " [fast]"
             sides["floor"] = lambda st: _floor_side()
             rows.append(
                 Row(
-                    f"{name}.compute({FAILURES}) [fast] vs floor",
+                    f"{name}.compute({FAILURES}){tag} vs floor",
                     kind="floor",
-                    num="c-fast",
+                    num=c_side,
                     den="floor",
                     target=FLOOR_TARGET,
                 )
@@ -256,6 +263,10 @@ def compute_cases():
 
 
 def _floor_side():
+    # The floor DESIGN.md's targets were set against: a bound builtin
+    # method call.  Other builtins move it both ways (callgrind, 3.12: the
+    # one-argument ().count(3) is about 30% cheaper, math.fabs(3), which
+    # also returns a new float, about 10% dearer than compute(3)).
     return stmt_side("floor", "f()", {"f": (3).bit_length})
 
 
@@ -271,8 +282,7 @@ def floor_case():
             Row("floor: f() with f = (3).bit_length", kind="single", num="floor"),
             Row("floor, attribute form: x.bit_length()", kind="single", num="floor-attr"),
         ],
-        note="a no-argument builtin method call; the first form is the one "
-        "the [fast] vs floor rows use",
+        note="a no-argument builtin method call; the first form is the one the vs floor rows use",
     )
 
 

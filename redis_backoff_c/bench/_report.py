@@ -10,7 +10,7 @@ from ._timing import quartiles
 SECTIONS = [
     # name, column headers (operation, A, B, value)
     ("compute", ("operation", "redis-py", "C", "ratio")),
-    ("floor", ("operation", "floor", "C fast", "C/floor")),
+    ("floor", ("operation", "floor", "C", "C/floor")),
     ("construction", ("operation", "redis-py", "C", "ratio")),
     ("eq", ("operation", "redis-py", "C", "ratio")),
     ("hash", ("operation", "redis-py", "C", "ratio")),
@@ -319,7 +319,7 @@ def write_plot(path, rows, meta):
         ax.axvline(1.0, color="gray", linestyle=":")
     if floors:
         ax = next(axes)
-        bars(ax, floors, "C fast-source compute / floor (lower is better); black tick: target")
+        bars(ax, floors, "C compute / floor (lower is better); black tick: target")
     if peers:
         ax = next(axes)
         peers = [r for r in peers if r["kind"] == "peer" and r["a"] > 0]

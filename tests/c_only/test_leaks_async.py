@@ -163,11 +163,14 @@ def test_argument_errors():
 
     def run():
         for args, kwargs in [((1, fail), {}), ((fail,), {}), ((fail, fail), {"nope": 1})]:
+            # At the call (the awaitable design) or when awaited (the
+            # coroutine design, where the call only creates the coroutine).
             try:
-                finish(retry.call_with_retry(*args, **kwargs))
+                outcome = finish(retry.call_with_retry(*args, **kwargs))
             except TypeError:
                 continue
-            raise AssertionError("no TypeError")
+            if outcome != ("raised", TypeError):
+                raise AssertionError(f"no TypeError: {outcome}")
 
     assert_no_leak(run)
 

@@ -70,6 +70,7 @@ def test_protocol_methods_exist(impl):
     awaitable.close()
 
 
+@pytest.mark.async_design("awaitable")
 def test_await_returns_an_iterator_over_itself(c_impl):
     awaitable = new_call(c_impl, Log())
     assert awaitable.__await__() is awaitable
@@ -285,6 +286,7 @@ def test_is_a_coroutine_for_asyncio(impl):
     awaitable.close()
 
 
+@pytest.mark.async_design("awaitable")
 def test_arguments_checked_at_call(c_impl):
     retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 1)
     with pytest.raises(TypeError, match="'do' must be callable"):
@@ -297,6 +299,24 @@ def test_arguments_checked_at_call(c_impl):
         retry.call_with_retry(lambda: None, lambda e: None, nope=1)
 
 
+@pytest.mark.async_design("coroutine")
+def test_arguments_checked_when_awaited(c_impl):
+    # The coroutine design's call only creates the coroutine (as redis-py's
+    # does); the first step checks do and fail before reset() or do().
+    retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 1)
+    for args, name in [((1, lambda e: None), "do"), ((lambda: None, None), "fail")]:
+        coro = retry.call_with_retry(*args)
+        with pytest.raises(TypeError, match=f"'{name}' must be callable"):
+            coro.send(None)
+    with pytest.raises(TypeError):
+        retry.call_with_retry(lambda: None)
+    with pytest.raises(TypeError):
+        retry.call_with_retry(lambda: None, lambda e: None, nope=1)
+
+
+# The C awaitable's own tp_traverse; a native coroutine's is the
+# interpreter's (on 3.10 its referents are its frame, not the locals).
+@pytest.mark.async_design("awaitable")
 def test_gc_sees_what_the_awaitable_holds_and_it_lets_go_when_done(c_impl):
     log = Log()
     awaitable = new_call(c_impl, log)
@@ -392,6 +412,7 @@ def test_stop_iterations_held_at_once_keep_their_own_args(impl, results):
         assert stop.__context__ is None and stop.__cause__ is None
 
 
+@pytest.mark.async_design("awaitable")
 def test_next_raises_stop_iteration_with_the_result(c_impl):
     retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 1)
 

@@ -1,0 +1,94 @@
+"""The README's per-version table, from the benchmark's JSON files.
+
+    python3 scripts/bench_matrix_table.py docs/bench-3.*.json
+
+One column per CPython: each headline row's ratio (redis-py / C, median,
+[interquartile range]) and, for the floor row, C / floor.  The last line
+names the lowest lower quartile of any ratio row, per version.  Targets are
+DESIGN.md's, per version.
+"""
+
+import json
+import sys
+
+HEADLINES = [
+    ("asyncio `call_with_retry`, success", "async call_with_retry success"),
+    ("its overhead above `await do()`", "  overhead above awaiting do() directly"),
+    ("sync `call_with_retry`, success", "call_with_retry success (Retry(ExponentialBackoff(), 3))"),
+    ("its overhead above `do()`", "  overhead above calling do() directly"),
+    ("`Retry(ExponentialBackoff(), 3)`", "Retry(ExponentialBackoff(), 3)"),
+    ("`Retry == Retry`", "Retry == Retry"),
+    ("`hash(Retry)`", "hash(Retry)"),
+    ("`copy.deepcopy(Retry(...))`", "copy.deepcopy(Retry(ExponentialBackoff(), 3))"),
+    ("`ExponentialBackoff.compute(3)`", "ExponentialBackoff.compute(3)"),
+    ("`ExponentialWithJitterBackoff.compute(3)`", "ExponentialWithJitterBackoff.compute(3)"),
+    ("`ExponentialBackoff.compute(3)` / floor (C/floor)", "ExponentialBackoff.compute(3) vs floor"),
+    (
+        "`ExponentialWithJitterBackoff.compute(3)`, fast source / floor",
+        "ExponentialWithJitterBackoff.compute(3) [fast] vs floor",
+    ),
+]
+
+ASYNC_TARGET = {"3.10": 1.6, "3.11": 1.5, "3.12": 1.25, "3.13": 1.25}
+
+
+def cell(row):
+    if row is None or not row.get("available", True) or row.get("value") is None:
+        return "n/a"
+    text = f"{row['value']:.2f}x"
+    if row.get("value_q1") is not None:
+        text += f" [{row['value_q1']:.2f}-{row['value_q3']:.2f}]"
+    return text
+
+
+def lowest_quartile(data):
+    worst = None
+    for row in data["rows"]:
+        if row.get("kind") != "ratio" or row.get("value_q1") is None:
+            continue
+        if row["section"] in ("end-to-end", "peers", "floor"):
+            continue  # judged by their median / not a redis-py ratio
+        if worst is None or row["value_q1"] < worst["value_q1"]:
+            worst = row
+    return worst
+
+
+def main(paths):
+    runs = []
+    for path in paths:
+        with open(path) as handle:
+            data = json.load(handle)
+        version = ".".join(data["meta"]["python"].split(".")[:2])
+        runs.append((version, data))
+    runs.sort(key=lambda run: tuple(int(p) for p in run[0].split(".")))
+    header = "| operation | " + " | ".join(f"{v} ({d['meta']['python']})" for v, d in runs) + " |"
+    print(header)
+    print("|---|" + "---:|" * len(runs))
+    for title, name in HEADLINES:
+        cells = []
+        for _, data in runs:
+            rows = {row["name"]: row for row in data["rows"]}
+            cells.append(cell(rows.get(name)))
+        print(f"| {title} | " + " | ".join(cells) + " |")
+    cells = []
+    for _, data in runs:
+        worst = lowest_quartile(data)
+        cells.append(
+            "n/a" if worst is None else f"{worst['value_q1']:.2f}x ({worst['name'].strip()})"
+        )
+    print("| lowest lower quartile, any ratio row | " + " | ".join(cells) + " |")
+    print()
+    print(
+        "asyncio success target: "
+        + ", ".join(f"{v}: {ASYNC_TARGET.get(v, 1.25)}x" for v, _ in runs)
+    )
+    meta = runs[0][1]["meta"]
+    print(
+        f"machine: {meta['cpu']} ({meta['cpu_count']} CPUs), {meta['platform']}; "
+        f"redis {meta['packages'].get('redis')}; profile {meta['settings']['profile']}, "
+        f"clock {meta['settings']['clock']}"
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
