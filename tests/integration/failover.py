@@ -47,6 +47,7 @@ class Tally:
     count: int = 0  # acknowledged commands
     longest_stall: float = 0.0  # seconds between two acknowledgements, at most
     failover_seconds: float = 0.0
+    kill_time: float = 0.0
     kills: int = 0
     _last: float = field(default_factory=time.monotonic)
 
@@ -93,7 +94,7 @@ def run_with_failover(tally: Tally, workload, kill_and_wait) -> None:
     def conductor() -> None:
         try:
             wait_for(WARMUP)
-            start = time.monotonic()
+            start = tally.kill_time = time.monotonic()
             kill_and_wait()
             tally.kills += 1
             tally.failover_seconds = time.monotonic() - start
@@ -134,10 +135,11 @@ def sync_stream(incr, transaction):
     return workload
 
 
-def async_stream(make_client, incr, transaction):
+def async_stream(make_client, incr, transaction, cleanup=None):
     """sync_stream for asyncio: `make_client()` is awaited inside the
-    event loop that runs the stream; `incr(client, key)` and
-    `transaction(client, key)` are coroutine functions."""
+    event loop that runs the stream; `incr(client, key)`,
+    `transaction(client, key)` and `cleanup(client)` (awaited at the end,
+    before the client is closed) are coroutine functions."""
 
     def workload(tally: Tally, done: threading.Event) -> None:
         async def main() -> None:
@@ -158,6 +160,8 @@ def async_stream(make_client, incr, transaction):
                         tally.ack(key, int(value))
                     n += 1
             finally:
+                if cleanup is not None:
+                    await cleanup(client)
                 await client.aclose()
 
         asyncio.run(main())

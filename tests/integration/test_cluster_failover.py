@@ -13,6 +13,8 @@ pipeline, so the C loop and backoff are exercised, not only the count.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import redis.asyncio.cluster
 import redis.asyncio.retry
@@ -27,7 +29,7 @@ from failover import (
     run_with_failover,
     sync_stream,
 )
-from topology import HOST, RedisCluster
+from topology import dump_logs, HOST, RedisCluster
 
 import redis_backoff_c
 import redis_backoff_c.asyncio.retry
@@ -50,8 +52,8 @@ CAP, BASE, RETRIES = 0.256, 0.016, 10
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with RedisCluster.started(tmp_path_factory.mktemp("cluster")) as running:
+def cluster():
+    with RedisCluster.started() as running:
         yield running
 
 
@@ -71,6 +73,9 @@ def fail_over(cluster: RedisCluster, tally: Tally, workload) -> None:
 
     try:
         run_with_failover(tally, workload, kill_and_wait)
+    except BaseException:
+        dump_logs(cluster.nodes)
+        raise
     finally:
         if not master.running:
             cluster.restart(master)
@@ -89,7 +94,12 @@ def read_counters(cluster: RedisCluster, tally: Tally) -> dict[str, int]:
 
 
 def finish(cluster, tally: Tally) -> Tally:
-    assert_nothing_lost(tally, read_counters(cluster, tally))
+    try:
+        assert_nothing_lost(tally, read_counters(cluster, tally))
+    except AssertionError:
+        print(tally.summary(), file=sys.stderr)
+        dump_logs(cluster.nodes)
+        raise
     print(tally.summary())
     return tally
 

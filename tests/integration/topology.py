@@ -53,8 +53,17 @@ REDIS_CLI = shutil.which("redis-cli")
 
 # Failure detection on loopback: a node is marked failing after this many
 # milliseconds without an answer; a replica starts its election right after.
-CLUSTER_NODE_TIMEOUT_MS = 400
-SENTINEL_DOWN_AFTER_MS = 400
+# Shorter than this, a loaded machine (a CI runner, or two cores shared by
+# several jobs) makes a busy master look dead: a spurious failover, and
+# then a real loss of acknowledged writes (replication is asynchronous).
+CLUSTER_NODE_TIMEOUT_MS = 1000
+SENTINEL_DOWN_AFTER_MS = 1000
+
+# Data and logs in memory when the machine has /dev/shm: an fsync on every
+# write (appendfsync always) then costs nothing, so no disk stall makes a
+# master miss its heartbeats.  (A SIGKILL loses nothing the page cache
+# holds either way.)
+SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 SENTINEL_SERVICE = "mymaster"
 
 _LIVE: set[subprocess.Popen[bytes]] = set()
@@ -113,14 +122,23 @@ def command(port: int, *args: str, timeout: float = 1.0) -> object:
     """One command on a fresh connection, RESP2, decoded.  A minimal client
     of our own, so that the fixtures never depend on the retry machinery
     under test (nor on whether redis-py is patched)."""
+    return commands(port, args, timeout=timeout)[0]
+
+
+def commands(port: int, *each: tuple[str, ...], timeout: float = 3.0) -> list[object]:
+    """Several commands, in order, on one fresh connection (WAIT counts the
+    writes of its own connection); an error reply raises CommandError."""
     with socket.create_connection((HOST, port), timeout=timeout) as conn:
-        parts = [f"*{len(args)}\r\n".encode()]
-        for arg in args:
-            data = arg.encode()
-            parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
-        conn.sendall(b"".join(parts))
         reader = conn.makefile("rb")
-        return _read_reply(reader)
+        replies = []
+        for args in each:
+            parts = [f"*{len(args)}\r\n".encode()]
+            for arg in args:
+                data = arg.encode()
+                parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+            conn.sendall(b"".join(parts))
+            replies.append(_read_reply(reader))
+        return replies
 
 
 def _read_reply(reader: object) -> object:
@@ -253,6 +271,41 @@ class Node:
             return "(no log)"
 
 
+def _scratch_dir(kind: str) -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix=f"redis-backoff-c-{kind}-", dir=SCRATCH)
+
+
+def replica_caught_up(master_port: int, key: str = "topology:healthy") -> bool:
+    """The master's one replica applies the replication stream now: a
+    write on the master, then WAIT for one replica to acknowledge it.
+    INFO's state=online is not enough: after a diskless full sync the
+    master may hold the stream back (seen on 7.0 with the replica online
+    and acknowledging offsets), and a master killed then takes the writes
+    it buffered with it.  `key` must belong to this master (cluster)."""
+    replication = info(master_port, "replication")
+    if replication.get("role") != "master" or replication.get("connected_slaves") != "1":
+        return False
+    _, acked = commands(master_port, ("SET", key, str(time.monotonic_ns())), ("WAIT", "1", "500"))
+    return acked == 1
+
+
+def dump_logs(nodes: list[Node]) -> None:
+    """The end of every node's log, to stderr: how the servers saw it."""
+    for node in nodes:
+        print(f"--- {node.address} {node.log}\n{node.tail_log(60)}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _logs_on_error(nodes: list[Node]) -> Iterator[None]:
+    """On an error while starting (or in the `with` body), dump_logs()
+    before the directory goes."""
+    try:
+        yield
+    except BaseException:
+        dump_logs(nodes)
+        raise
+
+
 def _data_config(directory: Path, port: int) -> list[str]:
     return [
         f"port {port}",
@@ -302,11 +355,12 @@ class RedisCluster:
     ) -> Iterator[RedisCluster]:
         with contextlib.ExitStack() as stack:
             if directory is None:
-                directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+                directory = Path(stack.enter_context(_scratch_dir("cluster")))
             cluster = cls(directory, ports)
             stack.callback(cluster.stop)
-            cluster.start()
-            yield cluster
+            with _logs_on_error(cluster.nodes):
+                cluster.start()
+                yield cluster
 
     def node(self, port: int) -> Node:
         return next(node for node in self.nodes if node.port == port)
@@ -365,10 +419,7 @@ class RedisCluster:
         if len(masters) != 3:
             return False
         for master in masters:
-            replication = info(master.port, "replication")
-            if replication.get("connected_slaves") != "1":
-                return False
-            if "state=online" not in replication.get("slave0", ""):
+            if not replica_caught_up(master.port, self._key_on(master)):
                 return False
             replica = self.replica_of(master)
             state = info(replica.port, "replication")
@@ -377,6 +428,19 @@ class RedisCluster:
             if state.get("master_sync_in_progress") != "0":
                 return False
         return True
+
+    def _key_on(self, master: Node) -> str:
+        """A key in one of `master`'s slots (the first that is not MOVED)."""
+        for n in range(1000):
+            key = f"topology:healthy:{n}"
+            try:
+                command(master.port, "EXISTS", key)
+            except CommandError as error:
+                if str(error).startswith("MOVED"):
+                    continue
+                raise
+            return key
+        raise KeyError(f"no key found on {master.address}")
 
     def wait_healthy(self, timeout: float = 30.0) -> None:
         """Every node agrees on the same 6 nodes and roles, every slot is
@@ -451,7 +515,7 @@ class RedisSentinel:
                 "daemonize no",
                 f"sentinel monitor {SENTINEL_SERVICE} {HOST} {master_port} 2",
                 f"sentinel down-after-milliseconds {SENTINEL_SERVICE} {SENTINEL_DOWN_AFTER_MS}",
-                f"sentinel failover-timeout {SENTINEL_SERVICE} 4000",
+                f"sentinel failover-timeout {SENTINEL_SERVICE} 1500",
                 f"sentinel parallel-syncs {SENTINEL_SERVICE} 1",
             ]
             self.sentinels.append(Node(sentinel_dir, port, config, sentinel=True))
@@ -461,11 +525,12 @@ class RedisSentinel:
     def started(cls, directory: Path | None = None) -> Iterator[RedisSentinel]:
         with contextlib.ExitStack() as stack:
             if directory is None:
-                directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+                directory = Path(stack.enter_context(_scratch_dir("sentinel")))
             setup = cls(directory)
             stack.callback(setup.stop)
-            setup.start()
-            yield setup
+            with _logs_on_error(setup.data + setup.sentinels):
+                setup.start()
+                yield setup
 
     @property
     def sentinel_addresses(self) -> list[tuple[str, int]]:
@@ -507,7 +572,7 @@ class RedisSentinel:
             return False
         if state.get("master_sync_in_progress") != "0":
             return False
-        if "state=online" not in info(master.port, "replication").get("slave0", ""):
+        if not replica_caught_up(master.port):
             return False
         for sentinel in self.sentinels:
             fields = command(sentinel.port, "SENTINEL", "MASTER", SENTINEL_SERVICE)
