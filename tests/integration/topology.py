@@ -27,7 +27,7 @@ This module is also a command-line tool for the redis-py suite stage
 
     python topology.py cluster --ports 16379-16384 --dir DIR
 
-starts a cluster, prints "ready", and stops it on SIGTERM or end of stdin.
+starts a cluster, prints "ready", and stops it on SIGTERM.
 """
 
 from __future__ import annotations
@@ -633,7 +633,7 @@ class RedisSentinel:
 
 def _main(argv: list[str]) -> int:
     """python topology.py cluster --ports A-B [--dir DIR]: start a cluster,
-    print "ready", stop on SIGTERM/SIGINT or when stdin closes."""
+    print "ready", stop it on SIGTERM or SIGINT."""
     import argparse
 
     parser = argparse.ArgumentParser(description=_main.__doc__)
@@ -647,7 +647,6 @@ def _main(argv: list[str]) -> int:
         signal.signal(signum, lambda *_: stop.set())
     with RedisCluster.started(args.dir, list(range(first, last + 1))):
         print("ready", flush=True)
-        threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
         stop.wait()
     return 0
 
