@@ -29,7 +29,7 @@ from failover import (
     run_with_failover,
     sync_stream,
 )
-from topology import dump_logs, HOST, RedisCluster
+from topology import HOST, RedisCluster, dump_logs
 
 import redis_backoff_c
 import redis_backoff_c.asyncio.retry
@@ -149,7 +149,9 @@ def policy(retry_module, backoff_module):
 def test_sync_through_failover(cluster):
     """redis-py's Retry, then the C Retry given explicitly, then redis-py's
     own names under patch(): the same stream, a master killed in each."""
-    reference = sync_run(cluster, "redis-py Retry", sync_client(cluster, policy(redis.retry, redis.backoff)))
+    reference = sync_run(
+        cluster, "redis-py Retry", sync_client(cluster, policy(redis.retry, redis.backoff))
+    )
 
     client = sync_client(cluster, policy(redis_backoff_c.retry, redis_backoff_c.backoff))
     assert_sync_c_types(client, nodes_too=False)

@@ -496,10 +496,10 @@ class RedisSentinel:
     def __init__(self, directory: Path):
         self.directory = Path(directory)
         master_port, replica_port, *sentinel_ports = free_ports(5)
-        self.data = [
-            Node(self.directory / f"node-{port}", port, _data_config(self.directory / f"node-{port}", port))
-            for port in (master_port, replica_port)
-        ]  # fmt: skip
+        self.data = []
+        for port in (master_port, replica_port):
+            node_dir = self.directory / f"node-{port}"
+            self.data.append(Node(node_dir, port, _data_config(node_dir, port)))
         self.data[1].config.append(f"replicaof {HOST} {master_port}")
         self._base_config = {node.port: list(node.config[:-1]) for node in self.data}
         self._base_config[master_port] = list(self.data[0].config)
