@@ -3,7 +3,9 @@
 # that sdist (so the sdist builds from scratch); the sdist carries csrc/
 # with its headers; the wheel carries the compiled extension and the type
 # information; and a clean virtualenv installs the wheel and passes the test
-# suite with every compiler replaced by a stub that fails and logs.
+# suite with every compiler replaced by a stub that fails and logs; without
+# a compiler the sdist installs the pure-Python fallback, unless
+# REDIS_BACKOFF_C_REQUIRE_EXTENSION=1.
 #
 #   bash .ci/check-wheel.sh        (PYTHON: the interpreter, default python3)
 set -euo pipefail
@@ -68,3 +70,35 @@ if [ -s "$work/compiler-calls.log" ]; then
     fail "a compiler was called"
 fi
 say "the wheel installs and passes the tests with no compiler"
+
+# The sdist without a compiler: the extension is optional, so the install
+# succeeds as the pure-Python fallback (one RuntimeWarning at import says
+# why); with REDIS_BACKOFF_C_REQUIRE_EXTENSION=1 the same install fails.
+say "installing the sdist with no compiler: the pure-Python fallback"
+"$PYTHON" -m venv "$work/fallback"
+: >"$work/compiler-calls.log"
+"${nocc_env[@]}" REDIS_BACKOFF_C_REQUIRE_EXTENSION=0 "$work/fallback/bin/python" -m pip install \
+    --quiet --disable-pip-version-check --no-binary redis-backoff-c "${sdists[0]}" \
+    || fail "the sdist did not install without a compiler"
+[ -s "$work/compiler-calls.log" ] || fail "the build never tried the compiler"
+fallback=$(cd "$work" && "$work/fallback/bin/python" -I -W error::RuntimeWarning -c '
+import redis_backoff_c' 2>&1 || true)
+case "$fallback" in
+*"the C extension is not installed"*) ;;
+*) fail "the fallback install did not warn as documented: $fallback" ;;
+esac
+implementation=$(cd "$work" && "$work/fallback/bin/python" -I -W ignore::RuntimeWarning -c '
+import redis, redis_backoff_c
+assert redis_backoff_c.Retry is redis.retry.Retry
+print(redis_backoff_c.IMPLEMENTATION)')
+[ "$implementation" = python ] || fail "the fallback install reports $implementation"
+say "without a compiler the sdist installs the fallback: ${fallback##*$'\n'}"
+
+say "the same with REDIS_BACKOFF_C_REQUIRE_EXTENSION=1: the install must fail"
+"$PYTHON" -m venv "$work/required"
+if "${nocc_env[@]}" REDIS_BACKOFF_C_REQUIRE_EXTENSION=1 "$work/required/bin/python" -m pip install \
+    --quiet --disable-pip-version-check --no-binary redis-backoff-c "${sdists[0]}" \
+    >"$work/required.log" 2>&1; then
+    fail "REDIS_BACKOFF_C_REQUIRE_EXTENSION=1 did not make the failed build an error"
+fi
+say "REDIS_BACKOFF_C_REQUIRE_EXTENSION=1: the install failed, as it must"

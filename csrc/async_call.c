@@ -34,6 +34,7 @@
 #include "state.h"
 #include "async_call.h"
 #include "retry_core.h"
+#include "extras.h"
 
 typedef enum {
     CALL_CREATED,     /* not started: the first send runs reset() and do() */
@@ -54,6 +55,7 @@ typedef struct {
     PyObject *error;              /* the error handled in the fail/sleep phases */
     rbc_state *state;             /* the module's, alive as long as our type is */
     long long failures;
+    rbc_call_extras extras; /* the call's deadline, fixed when it starts */
     call_phase phase;
     char running;   /* inside send/throw/close: re-entry is an error */
     char finalized; /* tp_finalize ran: the memory is not reused */
@@ -220,7 +222,7 @@ after_do_error(call_object *self, PyObject **value)
         return raise_error(self, error); /* foreign errors, KeyboardInterrupt: untouched */
     }
     PyObject *previous = rbc_exc_begin_handling(error);
-    int go_on = rbc_retry_check_retryable(self->is_retryable, error);
+    int go_on = rbc_retry_check_retryable(retry, self->is_retryable, error);
     if (go_on <= 0) {
         rbc_exc_end_handling(previous);
         if (go_on == 0) {
@@ -247,6 +249,20 @@ after_do_error(call_object *self, PyObject **value)
     PySendResult outcome = await_first(self, awaitable, value);
     rbc_exc_end_handling(previous);
     return outcome;
+}
+
+/* Leaving the `except` block for the next attempt: `await do()` again,
+ * unless the call's deadline has passed (then the error is raised). */
+static PySendResult
+retry_do(call_object *self, PyObject **value)
+{
+    PyObject *error = self->error;
+    self->error = NULL;
+    if (!rbc_retry_before_retry((rbc_retry_object *)self->retry, &self->extras)) {
+        return raise_error(self, error);
+    }
+    Py_XDECREF(error);
+    return enter_do(self, value);
 }
 
 /* The `sleep` of redis_backoff_c.asyncio.retry, looked up now (failure path
@@ -303,8 +319,18 @@ after_fail(call_object *self, rbc_state *st, PyObject **value)
     PyObject *delay = count == NULL ? NULL
                                     : rbc_retry_next_delay(st, retry, count, &should_sleep);
     Py_XDECREF(count);
-    if (delay == NULL) {
+    int allowed = delay == NULL || !should_sleep
+                      ? 1
+                      : rbc_retry_before_sleep(retry, &self->extras, delay);
+    if (delay == NULL || allowed < 0) {
+        Py_XDECREF(delay);
         outcome = PYGEN_ERROR;
+    }
+    else if (allowed == 0) { /* the sleep would reach the deadline */
+        Py_DECREF(delay);
+        rbc_exc_end_handling(previous);
+        self->error = NULL;
+        return raise_error(self, error);
     }
     else if (should_sleep) {
         outcome = enter_sleep(self, st, delay, value);
@@ -312,8 +338,7 @@ after_fail(call_object *self, rbc_state *st, PyObject **value)
     else {
         Py_DECREF(delay);
         rbc_exc_end_handling(previous);
-        Py_CLEAR(self->error); /* leaving the `except` block */
-        return enter_do(self, value);
+        return retry_do(self, value);
     }
     rbc_exc_end_handling(previous);
     if (outcome == PYGEN_ERROR) {
@@ -332,6 +357,7 @@ run(call_object *self, PySendResult outcome, PyObject **value)
         switch (self->phase) {
         case CALL_AWAIT_DO:
             if (outcome == PYGEN_RETURN) {
+                rbc_extras_call_succeeded((rbc_retry_object *)self->retry);
                 finish(self);
                 return PYGEN_RETURN;
             }
@@ -356,8 +382,7 @@ run(call_object *self, PySendResult outcome, PyObject **value)
             }
             Py_DECREF(*value);
             *value = NULL;
-            Py_CLEAR(self->error); /* leaving the `except` block */
-            outcome = enter_do(self, value);
+            outcome = retry_do(self, value);
             break;
         case CALL_DONE:
             return outcome;
@@ -409,6 +434,7 @@ start(call_object *self, PyObject *arg, PyObject **value)
         finish(self);
         return PYGEN_ERROR;
     }
+    rbc_extras_call_begin((rbc_retry_object *)self->retry, &self->extras);
     self->phase = CALL_AWAIT_DO;
     PyObject *awaitable = PyObject_CallNoArgs(self->do_);
     if (awaitable == NULL || !PyCoro_CheckExact(awaitable)) {
@@ -426,6 +452,7 @@ start(call_object *self, PyObject *arg, PyObject **value)
     self->inner = NULL;
     Py_DECREF(awaitable);
     if (outcome == PYGEN_RETURN) {
+        rbc_extras_call_succeeded((rbc_retry_object *)self->retry);
         finish(self);
         return PYGEN_RETURN;
     }
@@ -897,6 +924,7 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
     self->error = NULL;
     self->state = st;
     self->failures = 0;
+    self->extras.deadline_at = 0.0;
     self->phase = CALL_CREATED;
     self->running = 0;
     self->finalized = 0;

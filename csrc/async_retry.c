@@ -146,11 +146,13 @@ static PyMethodDef async_retry_methods[] = {
 };
 
 static PyType_Slot async_retry_slots[] = {
-    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=...)\n--\n\n"
+    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=..., *, deadline=None,\n"
+                        "      budget=None, stats=None)\n--\n\n"
                         "Retry an awaited operation up to `retries` times (forever when < 0)\n"
                         "after an error in `supported_errors` (default: redis ConnectionError\n"
                         "and TimeoutError), awaiting asyncio.sleep(backoff.compute(failures))\n"
-                        "between tries."},
+                        "between tries.  Opt-in: `deadline` bounds one call (seconds), `budget`\n"
+                        "(RetryBudget) throttles retries, `stats` (RetryStats) counts."},
     {Py_tp_new, async_retry_new},
     {Py_tp_init, async_retry_init},
     {Py_tp_repr, rbc_retry_repr},

@@ -13,6 +13,7 @@ module_exec(PyObject *module)
     rbc_state *st = rbc_get_state(module);
     if (rbc_random_init(st, module) < 0
         || rbc_strategies_init(st, module) < 0
+        || rbc_extras_init(st, module) < 0
         || rbc_retry_init(st, module) < 0
         || rbc_async_init(st, module) < 0) {
         return -1;
@@ -28,7 +29,8 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     if ((err = rbc_random_traverse(&st->random, visit, arg))
         || (err = rbc_strategies_traverse(&st->strategies, visit, arg))
         || (err = rbc_retry_traverse(&st->retry, visit, arg))
-        || (err = rbc_async_traverse(&st->async, visit, arg))) {
+        || (err = rbc_async_traverse(&st->async, visit, arg))
+        || (err = rbc_extras_traverse(&st->extras, visit, arg))) {
         return err;
     }
     return 0;
@@ -40,6 +42,7 @@ module_clear(PyObject *module)
     rbc_state *st = rbc_get_state(module);
     rbc_async_clear(&st->async);
     rbc_retry_clear(&st->retry);
+    rbc_extras_clear(&st->extras);
     rbc_strategies_clear(&st->strategies);
     rbc_random_clear(&st->random);
     return 0;

@@ -3,6 +3,7 @@
 #include "state.h"
 #include "args.h"
 #include "retry_core.h"
+#include "extras.h"
 
 #define RETRY(op) ((rbc_retry_object *)(op))
 
@@ -63,15 +64,17 @@ typedef struct {
     PyObject *fail;
     PyObject *is_retryable;
     PyObject *with_failure_count;
+    rbc_call_extras extras; /* the call's deadline */
 } retry_call;
 
 /* One caught supported error, inside redis-py's `except` block: 1 to call
- * do() again, 0 to raise the error, -1 when a callback raised. */
+ * do() again, 0 to raise the error (as redis-py, or because an extra gave
+ * up: the budget, the deadline), -1 when a callback raised. */
 static int
 handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyObject *error,
              long long *failures)
 {
-    int go_on = rbc_retry_check_retryable(call->is_retryable, error);
+    int go_on = rbc_retry_check_retryable(self, call->is_retryable, error);
     if (go_on <= 0) {
         return go_on;
     }
@@ -96,9 +99,15 @@ handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyOb
     if (delay == NULL) {
         return -1;
     }
-    int status = should_sleep ? sleep_for(&st->retry, delay) : 0;
+    int status = should_sleep ? rbc_retry_before_sleep(self, &call->extras, delay) : 1;
+    if (status > 0 && should_sleep) {
+        status = sleep_for(&st->retry, delay) < 0 ? -1 : 1;
+    }
     Py_DECREF(delay);
-    return status < 0 ? -1 : 1;
+    if (status <= 0) {
+        return status; /* 0: the deadline is too near to sleep */
+    }
+    return rbc_retry_before_retry(self, &call->extras);
 }
 
 static int
@@ -164,6 +173,7 @@ retry_after_error(rbc_state *st, rbc_retry_object *me, const retry_call *call)
         }
         PyObject *result = PyObject_CallNoArgs(call->do_);
         if (result != NULL) {
+            rbc_extras_call_succeeded(me);
             return result;
         }
     }
@@ -236,8 +246,10 @@ call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (reset_backoff(st, me) < 0) {
         return NULL;
     }
+    rbc_extras_call_begin(me, &call.extras);
     PyObject *result = PyObject_Vectorcall(call.do_, NULL, 0, NULL);
     if (result != NULL) {
+        rbc_extras_call_succeeded(me);
         return result;
     }
     return retry_after_error(st, me, &call);
@@ -292,11 +304,13 @@ retry_hash(PyObject *self)
 /* clang-format off */
 
 static PyType_Slot retry_slots[] = {
-    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=...)\n--\n\n"
+    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=..., *, deadline=None,\n"
+                        "      budget=None, stats=None)\n--\n\n"
                         "Retry an operation up to `retries` times (forever when < 0) after an\n"
                         "error in `supported_errors` (default: redis ConnectionError and\n"
                         "TimeoutError, socket.timeout), sleeping backoff.compute(failures)\n"
-                        "seconds between tries."},
+                        "seconds between tries.  Opt-in: `deadline` bounds one call (seconds),\n"
+                        "`budget` (RetryBudget) throttles retries, `stats` (RetryStats) counts."},
     {Py_tp_new, retry_new},
     {Py_tp_init, retry_init},
     {Py_tp_repr, rbc_retry_repr},

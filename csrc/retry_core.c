@@ -2,6 +2,7 @@
 #include "state.h"
 #include "args.h"
 #include "retry_core.h"
+#include "extras.h"
 
 #include <stddef.h>
 
@@ -328,26 +329,49 @@ rbc_retry_new(const rbc_retry_flavor *fl, PyTypeObject *type)
     return (PyObject *)self;
 }
 
-static const char *const init_names[] = {"backoff", "retries", "supported_errors"};
+/* The three of redis-py, then the keyword-only extras. */
+static const char *const init_names[] = {"backoff", "retries", "supported_errors",
+                                         "deadline", "budget", "stats"};
+#define INIT_POSITIONAL 3
+
+/* The extras given (not None): set them, after the parameters. */
+static int
+set_given_extras(const rbc_retry_flavor *fl, PyObject *self, PyObject *deadline,
+                 PyObject *budget, PyObject *stats)
+{
+    if (deadline == Py_None && budget == Py_None && stats == Py_None) {
+        return 0;
+    }
+    rbc_state *st = rbc_retry_state_of(self);
+    return st == NULL ? -1
+                      : rbc_retry_set_extras(st, fl->name, RETRY(self), deadline, budget, stats);
+}
 
 PyObject *
 rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const *args,
                      size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *values[3] = {NULL, NULL, fl->default_errors};
+    PyObject *values[6] = {NULL, NULL, fl->default_errors, Py_None, Py_None, Py_None};
     if (nargs == 2 && kwnames == NULL) {
         values[0] = args[0];
         values[1] = args[1];
     }
-    else if (rbc_bind_args(fl->name, init_names, 3, args, nargs, kwnames, values) < 0) {
+    else if (nargs > INIT_POSITIONAL) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s() takes at most %d positional arguments (%zd given)", fl->name,
+                     INIT_POSITIONAL, nargs);
+        return NULL;
+    }
+    else if (rbc_bind_args(fl->name, init_names, 6, args, nargs, kwnames, values) < 0) {
         return NULL;
     }
     PyObject *self = rbc_retry_new(fl, (PyTypeObject *)type);
     if (self == NULL) {
         return NULL;
     }
-    if (rbc_retry_set_parameters(fl, RETRY(self), values[0], values[1], values[2]) < 0) {
+    if (rbc_retry_set_parameters(fl, RETRY(self), values[0], values[1], values[2]) < 0
+        || set_given_extras(fl, self, values[3], values[4], values[5]) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -388,13 +412,20 @@ rbc_retry_type_call_slots(PyObject *type, PyObject *const *args, size_t nargsf,
 int
 rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"backoff", "retries", "supported_errors", NULL};
+    static char *kwlist[] = {"backoff", "retries", "supported_errors", "deadline", "budget",
+                             "stats", NULL};
     PyObject *backoff, *retries, *errors = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O:Retry", kwlist, &backoff, &retries,
-                                     &errors)) {
+    PyObject *deadline = Py_None, *budget = Py_None, *stats = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$OOO:Retry", kwlist, &backoff, &retries,
+                                     &errors, &deadline, &budget, &stats)) {
         return -1;
     }
-    return rbc_retry_set_parameters(fl, RETRY(self), backoff, retries, errors);
+    if (rbc_retry_set_parameters(fl, RETRY(self), backoff, retries, errors) < 0) {
+        return -1;
+    }
+    /* __init__ again on an object: the extras are the ones given now. */
+    rbc_retry_extras_clear(RETRY(self));
+    return set_given_extras(fl, self, deadline, budget, stats);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -408,7 +439,7 @@ rbc_retry_obj_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(RETRY(self)->retries);
     Py_VISIT(RETRY(self)->supported_errors);
     Py_VISIT(RETRY(self)->errors_set);
-    return 0;
+    return rbc_retry_extras_traverse(RETRY(self), visit, arg);
 }
 
 int
@@ -418,6 +449,7 @@ rbc_retry_obj_clear(PyObject *self)
     Py_CLEAR(RETRY(self)->retries);
     Py_CLEAR(RETRY(self)->supported_errors);
     Py_CLEAR(RETRY(self)->errors_set);
+    rbc_retry_extras_clear(RETRY(self));
     return 0;
 }
 
@@ -526,6 +558,12 @@ PyGetSetDef rbc_retry_getset[] = {
     {"_backoff", backoff_get, backoff_set, "the backoff strategy", NULL},
     {"_retries", retries_get, retries_set, "retries after the first failure; < 0: forever", NULL},
     {"_supported_errors", errors_get, errors_set, "the exception classes that are retried", NULL},
+    {"deadline", rbc_retry_deadline_get, rbc_retry_deadline_set,
+     "seconds one call_with_retry may last (monotonic clock), or None", NULL},
+    {"budget", rbc_retry_budget_get, rbc_retry_budget_set,
+     "the RetryBudget that throttles retries (shared by copies), or None", NULL},
+    {"stats", rbc_retry_stats_get, rbc_retry_stats_set,
+     "the RetryStats that count calls (shared by copies), or None", NULL},
     {NULL},
 };
 
@@ -643,7 +681,7 @@ shallow_copy(PyObject *self)
     copy->retries_value = me->retries_value;
     copy->supported_errors = field_or_none(me->supported_errors);
     copy->errors_set = Py_XNewRef(me->errors_set);
-    if (copy->retries == NULL) {
+    if (copy->retries == NULL || rbc_retry_extras_copy(copy, me) < 0) {
         Py_DECREF(copy);
         return NULL;
     }
@@ -884,7 +922,8 @@ rbc_retry_reduce(PyObject *self, PyObject *unused)
     if (PyDict_SetItem(state, cs->str_backoff, me->backoff ? me->backoff : Py_None) < 0
         || PyDict_SetItem(state, cs->str_retries, retries) < 0
         || (me->supported_errors != NULL && !is_default_errors(st, self)
-            && PyDict_SetItem(state, cs->str_supported_errors, me->supported_errors) < 0)) {
+            && PyDict_SetItem(state, cs->str_supported_errors, me->supported_errors) < 0)
+        || rbc_retry_extras_state(st, me, state) < 0) {
         goto error;
     }
     return Py_BuildValue("O(O)N", cs->copyreg_newobj, (PyObject *)Py_TYPE(self), state);
@@ -991,6 +1030,24 @@ same_error_sets(const rbc_retry_flavor *fl, rbc_retry_object *self, PyObject *th
     return result;
 }
 
+/* `result and <the extras of self and other are equal>` (other NULL: a
+ * redis-py Retry, which has none).  Steals result; returns a new
+ * reference, or NULL. */
+static PyObject *
+and_same_extras(PyObject *result, rbc_retry_object *self, rbc_retry_object *other)
+{
+    int truth = PyObject_IsTrue(result);
+    if (truth == 0) {
+        return result; /* falsy: `and` stops at it */
+    }
+    Py_DECREF(result);
+    if (truth < 0) {
+        return NULL;
+    }
+    int same = rbc_retry_extras_equal(self, other);
+    return same < 0 ? NULL : PyBool_FromLong(same);
+}
+
 /* redis-py: `a._backoff == b._backoff and a._retries == b._retries and
  * set(a._supported_errors) == set(b._supported_errors)`, with `and`'s
  * value. */
@@ -1018,6 +1075,11 @@ retry_equal(rbc_state *st, const rbc_retry_flavor *fl, rbc_retry_object *self, P
         Py_DECREF(result);
     }
     result = same_error_sets(fl, self, fields[2]);
+    if (result != NULL && (self->extras != NULL || PyObject_TypeCheck(other, fl->type))) {
+        /* Ours: the extras too (redis-py's Retry has none). */
+        result = and_same_extras(result, self,
+                                 PyObject_TypeCheck(other, fl->type) ? RETRY(other) : NULL);
+    }
 done:
     Py_DECREF(mine[0]);
     Py_DECREF(mine[1]);
@@ -1088,8 +1150,12 @@ rbc_retry_repr(PyObject *self)
     rbc_retry_object *me = RETRY(self);
     PyObject *fields[3] = {field_or_none(me->backoff), field_or_none(me->retries),
                            field_or_none(me->supported_errors)};
-    PyObject *repr = PyUnicode_FromFormat("%s(%R, %R, supported_errors=%R)",
-                                          name, fields[0], fields[1], fields[2]);
+    PyObject *extras = rbc_retry_extras_repr(me);
+    PyObject *repr = extras == NULL ? NULL
+                                    : PyUnicode_FromFormat("%s(%R, %R, supported_errors=%R%U)",
+                                                           name, fields[0], fields[1],
+                                                           fields[2], extras);
+    Py_XDECREF(extras);
     for (int i = 0; i < 3; i++) {
         Py_DECREF(fields[i]);
     }
@@ -1126,11 +1192,13 @@ int
 rbc_retry_catches(rbc_retry_object *self, PyObject *error)
 {
     PyObject *errors = self->supported_errors;
-    return errors != NULL && PyErr_GivenExceptionMatches(error, errors);
+    int caught = errors != NULL && PyErr_GivenExceptionMatches(error, errors);
+    rbc_extras_attempt_failed(self, caught);
+    return caught;
 }
 
 int
-rbc_retry_check_retryable(PyObject *is_retryable, PyObject *error)
+rbc_retry_check_retryable(rbc_retry_object *self, PyObject *is_retryable, PyObject *error)
 {
     if (is_retryable == NULL || is_retryable == Py_None) {
         return 1;
@@ -1145,6 +1213,9 @@ rbc_retry_check_retryable(PyObject *is_retryable, PyObject *error)
     }
     int truth = PyObject_IsTrue(verdict);
     Py_DECREF(verdict);
+    if (truth == 0) {
+        rbc_extras_gave_up_not_retryable(self);
+    }
     return truth;
 }
 
@@ -1163,7 +1234,8 @@ rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failures,
 int
 rbc_retry_exhausted(rbc_retry_object *self, long long failures)
 {
-    return self->retries_value >= 0 && failures > self->retries_value;
+    return rbc_extras_refuse_retry(self,
+                                   self->retries_value >= 0 && failures > self->retries_value);
 }
 
 /* `delay > 0`, without the Python comparison for floats and ints. */

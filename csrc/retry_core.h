@@ -12,19 +12,29 @@
  * it as __context__, as inside redis-py's `except` block):
  *
  *     rbc_retry_reset_backoff(self)                     once
+ *     rbc_extras_call_begin(self, &call)                once (extras.h)
  *     loop:
- *         result = do()          (async: awaited)       success: return it
+ *         result = do()          (async: awaited)
+ *         success: rbc_extras_call_succeeded(self); return it
  *         error = rbc_exc_fetch()
  *         rbc_retry_catches(self, error)                0: re-raise untouched
  *         prev = rbc_exc_begin_handling(error)
- *         rbc_retry_check_retryable(is_retryable, error) 0: re-raise error
+ *         rbc_retry_check_retryable(self, is_retryable, error) 0: re-raise error
  *         failures += 1
  *         rbc_retry_call_fail(fail, error, failures, with_failure_count)
  *                                (async: its result awaited)
  *         rbc_retry_exhausted(self, failures)           1: raise error
  *         delay = rbc_retry_next_delay(self, failures, &sleep)
+ *         if sleep: rbc_retry_before_sleep(self, &call, delay) 0: raise error
  *         if sleep: sleep(delay) (async: asyncio.sleep awaited)
  *         rbc_exc_end_handling(prev)
+ *         rbc_retry_before_retry(self, &call)          0: raise error
+ *
+ * The opt-in extras (deadline, budget, stats: extras.h) live in these
+ * steps: the two extras hooks of the success path are inline and test one
+ * pointer; catches, check_retryable and exhausted count and decide for
+ * them inside; before_sleep and before_retry apply the call's deadline.
+ * An implementation of the loop that leaves out a step loses its extras.
  *
  * Every step that fails returns -1 or NULL with the new exception set;
  * the caller ends the handling (which restores sys.exc_info()) and
@@ -58,12 +68,13 @@ struct rbc_state;
 /* The Retry object, for both flavors. */
 typedef struct {
     PyObject_HEAD
-    PyObject *backoff;          /* _backoff: any object with reset()/compute() */
-    PyObject *retries;          /* _retries: the object given, int-like */
-    long long retries_value;    /* its value, clamped to long long */
-    PyObject *supported_errors; /* _supported_errors: tuple of exception classes */
-    PyObject *errors_set;       /* frozenset(supported_errors), built on demand */
-    PyObject *weakreflist;      /* weakref.ref(retry) works, as on redis-py's */
+    PyObject *backoff;               /* _backoff: any object with reset()/compute() */
+    PyObject *retries;               /* _retries: the object given, int-like */
+    long long retries_value;         /* its value, clamped to long long */
+    PyObject *supported_errors;      /* _supported_errors: tuple of exception classes */
+    PyObject *errors_set;            /* frozenset(supported_errors), built on demand */
+    PyObject *weakreflist;           /* weakref.ref(retry) works, as on redis-py's */
+    struct rbc_retry_extras *extras; /* deadline, budget, stats: NULL when none (extras.h) */
 } rbc_retry_object;
 
 /* What distinguishes the sync Retry from the asyncio one. */
@@ -107,11 +118,13 @@ int rbc_retry_flavor_init(rbc_retry_flavor *fl, const char *module_name,
  * sound. */
 PyObject *rbc_retry_new(const rbc_retry_flavor *fl, PyTypeObject *type);
 /* Sets the three parameters after checking them (TypeError naming the
- * parameter); supported_errors may be NULL for the default. */
+ * parameter); supported_errors may be NULL for the default.  The
+ * keyword-only extras are set by rbc_retry_set_extras (extras.h). */
 int rbc_retry_set_parameters(const rbc_retry_flavor *fl, rbc_retry_object *self,
                              PyObject *backoff, PyObject *retries,
                              PyObject *supported_errors);
-/* Retry(backoff, retries, supported_errors=...) as vectorcall of the exact
+/* Retry(backoff, retries, supported_errors=..., *, deadline=None,
+ * budget=None, stats=None) as vectorcall of the exact
  * type, and tp_init for subclasses. */
 PyObject *rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type,
                                PyObject *const *args, size_t nargsf, PyObject *kwnames);
@@ -187,8 +200,9 @@ int rbc_retry_reset_backoff(struct rbc_state *st, rbc_retry_object *self);
 int rbc_retry_catches(rbc_retry_object *self, PyObject *error);
 
 /* `is_retryable and not is_retryable(error)` negated: 1 to go on, 0 to
- * re-raise the error, -1 on exception. */
-int rbc_retry_check_retryable(PyObject *is_retryable, PyObject *error);
+ * re-raise the error (a give-up counted in self's stats), -1 on
+ * exception. */
+int rbc_retry_check_retryable(rbc_retry_object *self, PyObject *is_retryable, PyObject *error);
 
 /* fail(error, failures) when with_failure_count is true, else fail(error).
  * Returns fail's result (a new reference; the async Retry awaits it). */
@@ -196,7 +210,7 @@ PyObject *rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failure
                               PyObject *with_failure_count);
 
 /* `self._retries >= 0 and failures > self._retries`: 1 when the error must
- * be raised now, else 0. */
+ * be raised now, else 0.  With a budget, also 1 when it refuses the retry. */
 int rbc_retry_exhausted(rbc_retry_object *self, long long failures);
 
 /* self._backoff.compute(failures), read now, and `delay > 0` into

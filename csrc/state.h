@@ -16,12 +16,14 @@
 #include "strategies.h"
 #include "retry.h"
 #include "async_retry.h"
+#include "extras.h"
 
 typedef struct rbc_state {
     rbc_random_state random;
     rbc_strategies_state strategies;
     rbc_retry_state retry;
     rbc_async_state async;
+    rbc_extras_state extras;
 } rbc_state;
 
 extern PyModuleDef rbc_module_def;

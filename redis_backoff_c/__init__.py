@@ -11,7 +11,13 @@ Without the C extension (another interpreter, a failed build, or
 one RuntimeWarning says why, and ``IMPLEMENTATION`` is "python".
 """
 
-from redis_backoff_c._impl import IMPLEMENTATION, get_random_source, set_random_source
+from redis_backoff_c._impl import (
+    IMPLEMENTATION,
+    RetryBudget,
+    RetryStats,
+    get_random_source,
+    set_random_source,
+)
 from redis_backoff_c._patch import PatchReport, is_patched, patch, patched, unpatch
 from redis_backoff_c.backoff import (
     DEFAULT_BASE,
@@ -44,6 +50,8 @@ __all__ = [
     "NoBackoff",
     "PatchReport",
     "Retry",
+    "RetryBudget",
+    "RetryStats",
     "__version__",
     "default_backoff",
     "get_random_source",

@@ -22,6 +22,7 @@ and the package re-exports it with one line in ``__init__.py``.
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import sys
 import warnings
@@ -31,10 +32,20 @@ from typing import Literal
 __all__ = [
     "FALLBACK_REASON",
     "IMPLEMENTATION",
+    "RetryBudget",
+    "RetryStats",
     "get_random_source",
     "set_random_source",
     "speedups",
 ]
+
+
+def _extension_file_present() -> bool:
+    package_dir = os.path.dirname(os.path.abspath(__file__))
+    return any(
+        os.path.exists(os.path.join(package_dir, "_speedups" + suffix))
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    )
 
 
 def _load() -> tuple[ModuleType | None, str | None]:
@@ -45,6 +56,10 @@ def _load() -> tuple[ModuleType | None, str | None]:
     try:
         from redis_backoff_c import _speedups
     except ImportError as error:
+        if not _extension_file_present():
+            # Installed without it: setup.py falls back to the pure-Python
+            # package when the extension cannot be built.
+            return None, "the C extension is not installed (its build failed or was skipped)"
         return None, f"the C extension could not be imported: {error}"
     return _speedups, None
 
@@ -93,3 +108,28 @@ if speedups is not None:
 else:
     set_random_source = _python_set_random_source
     get_random_source = _python_get_random_source
+
+
+class _PythonRetryBudget:
+    """The fallback's RetryBudget: the extras need the C extension."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError(
+            f"RetryBudget needs the C extension, which is not in use ({FALLBACK_REASON})"
+        )
+
+
+class _PythonRetryStats:
+    """The fallback's RetryStats: the extras need the C extension."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError(
+            f"RetryStats needs the C extension, which is not in use ({FALLBACK_REASON})"
+        )
+
+
+if speedups is not None:
+    from redis_backoff_c._speedups import RetryBudget, RetryStats
+else:
+    RetryBudget = _PythonRetryBudget  # type: ignore[assignment,misc]
+    RetryStats = _PythonRetryStats  # type: ignore[assignment,misc]

@@ -47,6 +47,27 @@ two redis-py objects built before patch() still compare equal, patch() gives
 each original class that defines such an ``__eq__`` a copy of it that sees the
 original class under that name; unpatch() puts the original function back.
 
+The extras: ``patch(deadline=, budget=, stats=)``
+-------------------------------------------------
+
+``patch(budget=RetryBudget(10, 0.1), stats=RetryStats())`` gives the C Retry
+objects that patch() installs in place of redis-py's defaults (the
+``retry=`` default of ``redis.Redis.__init__`` and of
+``redis.asyncio.Redis.__init__``, and every other Retry default found as
+above) these extras, the same objects in all of them: since redis-py
+deep-copies a client's Retry into each connection, and a deep copy of a C
+Retry keeps its budget and stats, every client built with the default Retry
+shares one budget and one set of counters. ``deadline`` (seconds) bounds
+each call_with_retry of those Retries. A Retry the program passes itself
+keeps its own extras; so do the default Retries of a redis module imported
+after patch() (``redis.http``, ``redis.multidb``: built from the C class,
+without extras). The Retries redis-py builds at run time
+(``Retry(NoBackoff(), 1)`` for a connection given ``retry=None``) have none.
+
+A repeated patch() that is given extras sets them (all three, None unsetting
+one) on every default Retry it installed; one given none leaves them as they
+are. unpatch() puts redis-py's own objects back, which have no extras.
+
 Modules imported later
 ----------------------
 
@@ -119,6 +140,7 @@ Limits
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib
 import importlib.abc
@@ -128,7 +150,10 @@ import threading
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from redis_backoff_c._speedups import RetryBudget, RetryStats
 
 __all__ = ["PatchReport", "is_patched", "patch", "patched", "unpatch"]
 
@@ -205,7 +230,11 @@ class _State:
         self.finder: _Finder | None = None
         #: originals whose ``__eq__`` got a copy (see _keep_equality).
         self.equality_kept: set[type] = set()
+        #: the extras the installed default Retry objects carry.
+        self.extras: dict[str, object] = dict.fromkeys(_EXTRAS)
 
+
+_EXTRAS = ("deadline", "budget", "stats")
 
 _lock = threading.RLock()
 _state = _State()
@@ -296,13 +325,55 @@ def _convert(old: object, mapping: Mapping[type, type]) -> object:
             new = target(_convert(old._backoff, mapping), old._retries, old._supported_errors)  # type: ignore[attr-defined]
         else:
             new = _build_backoff(target, old)
-        equal = bool(new == old) and bool(old == new)
+        plain = _without_extras(old)
+        equal = bool(new == plain) and bool(plain == new)
     except Exception:
         return old
     if not equal or type(new) is not target:
         return old
+    if mapping is _state.forward and _has_extras(new):
+        _set_extras(new, _state.extras)
     _state.memo[id(old)] = (old, new)
     return new
+
+
+def _has_extras(obj: object) -> bool:
+    """Is ``obj`` a C Retry (which has the extras' attributes)?"""
+    return all(hasattr(type(obj), name) for name in _EXTRAS)
+
+
+def _without_extras(obj: object) -> object:
+    """``obj``, or a shallow copy of it without extras when it has some:
+    what redis-py's equal object is compared against."""
+    if not _has_extras(obj) or all(getattr(obj, name) is None for name in _EXTRAS):
+        return obj
+    plain = copy.copy(obj)
+    _set_extras(plain, dict.fromkeys(_EXTRAS))
+    return plain
+
+
+def _set_extras(retry: object, extras: Mapping[str, object]) -> None:
+    for name in _EXTRAS:
+        setattr(retry, name, extras[name])
+
+
+def _checked_extras(deadline: object, budget: object, stats: object) -> dict[str, object]:
+    """The extras for patch(), checked as Retry() checks them (TypeError or
+    ValueError naming the parameter, before anything is patched)."""
+    from redis_backoff_c._impl import speedups
+
+    extras = {"deadline": deadline, "budget": budget, "stats": stats}
+    if speedups is not None:
+        try:
+            speedups.Retry(None, 0, **extras)
+        except (TypeError, ValueError) as error:
+            raise type(error)(str(error).replace("Retry()", "patch()", 1)) from None
+    return extras
+
+
+def _installed_retries() -> list[object]:
+    """The C Retry objects patch() installed in place of redis-py's."""
+    return [new for _, new in _state.memo.values() if _has_extras(new)]
 
 
 def _replacement(value: object, mapping: Mapping[type, type]) -> object:
@@ -603,9 +674,18 @@ def _fallback_report() -> PatchReport:
     )
 
 
-def patch() -> PatchReport:
+def patch(
+    deadline: float | None = None,
+    budget: RetryBudget | None = None,
+    stats: RetryStats | None = None,
+) -> PatchReport:
     """Put the C strategies and Retry classes into redis-py, everywhere it
     holds them, and keep doing so for redis modules imported later.
+
+    ``deadline``, ``budget`` (a :class:`RetryBudget`) and ``stats`` (a
+    :class:`RetryStats`): the extras the default Retry objects it installs
+    carry, shared by every client built with them (see the module
+    documentation).
 
     Idempotent. Returns a :class:`PatchReport`. Without the C extension, a
     no-op (the report says why). See the module documentation for what is
@@ -613,11 +693,16 @@ def patch() -> PatchReport:
     """
     from redis_backoff_c._impl import speedups
 
+    extras = _checked_extras(deadline, budget, stats)
     if speedups is None:
         return _fallback_report()
     dropins = _dropins()
     with _lock:
         already = _state.active
+        if not already or any(value is not None for value in extras.values()):
+            _state.extras = extras
+            for retry in _installed_retries():
+                _set_extras(retry, extras)
         for source, dropin, names in _SOURCES:
             if source in sys.modules:
                 _register_source(source, dropin, names, dropins.get(dropin))
@@ -683,11 +768,16 @@ def is_patched() -> bool:
 
 
 @contextmanager
-def patched() -> Iterator[PatchReport]:
+def patched(
+    deadline: float | None = None,
+    budget: RetryBudget | None = None,
+    stats: RetryStats | None = None,
+) -> Iterator[PatchReport]:
     """``with patched() as report:``: patch() on entry, unpatch() on exit,
-    unless it was already patched on entry (then it stays patched)."""
+    unless it was already patched on entry (then it stays patched).  The
+    extras are passed to patch()."""
     was_patched = is_patched()
-    report = patch()
+    report = patch(deadline, budget, stats)
     try:
         yield report
     finally:

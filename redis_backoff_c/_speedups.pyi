@@ -5,7 +5,7 @@
 # so isinstance() holds and redis-py's own signatures, which take
 # redis.backoff.AbstractBackoff, accept these objects in a type checker too.
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypedDict, TypeVar, final
 
 import redis.asyncio.retry
 import redis.backoff
@@ -80,16 +80,82 @@ class ExponentialWithJitterBackoff(redis.backoff.ExponentialWithJitterBackoff):
 
 _T = TypeVar("_T")
 
+@final
+class RetryBudget:
+    # gRFC A6 retry throttling, shared by every Retry that holds it.
+    def __new__(cls, max_tokens: float, token_ratio: float) -> Self: ...
+    @property
+    def max_tokens(self) -> float: ...
+    @property
+    def token_ratio(self) -> float: ...
+    @property
+    def tokens(self) -> float: ...
+    @property
+    def retry_allowed(self) -> bool: ...
+    def __reduce__(self) -> tuple[Any, ...]: ...
+    def __setstate__(self, state: float, /) -> None: ...
+
+class _StatsSnapshot(TypedDict):
+    calls: int
+    attempts: int
+    successes: int
+    failed_attempts: int
+    retries: int
+    give_ups_exhausted: int
+    give_ups_not_retryable: int
+    give_ups_deadline: int
+    give_ups_budget: int
+    unhandled_errors: int
+    slept_seconds: float
+
+@final
+class RetryStats:
+    # Counters of call_with_retry, shared by every Retry that holds them.
+    def __init__(self) -> None: ...
+    @property
+    def calls(self) -> int: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def successes(self) -> int: ...
+    @property
+    def failed_attempts(self) -> int: ...
+    @property
+    def retries(self) -> int: ...
+    @property
+    def give_ups_exhausted(self) -> int: ...
+    @property
+    def give_ups_not_retryable(self) -> int: ...
+    @property
+    def give_ups_deadline(self) -> int: ...
+    @property
+    def give_ups_budget(self) -> int: ...
+    @property
+    def unhandled_errors(self) -> int: ...
+    @property
+    def slept_seconds(self) -> float: ...
+    def snapshot(self) -> _StatsSnapshot: ...
+    def reset(self) -> None: ...
+    def __reduce__(self) -> tuple[Any, ...]: ...
+    def __setstate__(self, state: dict[str, Any], /) -> None: ...
+
 @disjoint_base
 class Retry(redis.retry.Retry):
     _backoff: redis.backoff.AbstractBackoff
     _retries: int
     _supported_errors: tuple[type[Exception], ...]
+    deadline: float | None
+    budget: RetryBudget | None
+    stats: RetryStats | None
     def __init__(
         self,
         backoff: redis.backoff.AbstractBackoff,
         retries: int,
         supported_errors: tuple[type[Exception], ...] = ...,
+        *,
+        deadline: float | None = None,
+        budget: RetryBudget | None = None,
+        stats: RetryStats | None = None,
     ) -> None: ...
     def get_retries(self) -> int: ...
     def update_retries(self, value: int) -> None: ...
@@ -112,11 +178,18 @@ class AsyncRetry(redis.asyncio.retry.Retry):
     _backoff: redis.backoff.AbstractBackoff
     _retries: int
     _supported_errors: tuple[type[RedisError], ...]
+    deadline: float | None
+    budget: RetryBudget | None
+    stats: RetryStats | None
     def __init__(
         self,
         backoff: redis.backoff.AbstractBackoff,
         retries: int,
         supported_errors: tuple[type[RedisError], ...] = ...,
+        *,
+        deadline: float | None = None,
+        budget: RetryBudget | None = None,
+        stats: RetryStats | None = None,
     ) -> None: ...
     def get_retries(self) -> int: ...
     def update_retries(self, value: int) -> None: ...

@@ -28,7 +28,7 @@
 # - ASAN_OPTIONS detect_leaks=0: CPython does not free everything at exit
 #   (interned strings, static types, module state of immortal modules) and
 #   the interpreter is not instrumented, so LeakSanitizer's exit report is
-#   CPython's noise, not ours.  Leaks are checked elsewhere: tests/test_leaks.py
+#   CPython's noise, not ours.  Leaks are checked elsewhere: tests/c_only/test_leaks.py
 #   (live objects and tracemalloc, in the normal suite) and scripts/valgrind.sh
 #   ("definitely lost" blocks allocated from our code).
 # - halt_on_error (ASan's default, and UBSan's through -fno-sanitize-recover)
@@ -112,7 +112,7 @@ export CC
 "$py" -m pip uninstall --quiet --yes redis-backoff-c >/dev/null 2>&1 || true
 "$py" -m pip install --quiet --disable-pip-version-check "$src[test]"
 # Found without importing it (that needs the ASan runtime preloaded).
-so=$("$py" -c '
+so=$("$py" -I -c '
 import glob, importlib.util, os
 package = os.path.dirname(importlib.util.find_spec("redis_backoff_c").origin)
 print(*glob.glob(os.path.join(package, "_speedups*.so")))

@@ -53,6 +53,9 @@ fi
 py="$VENV/bin/python"
 
 say "installing the package and its test dependencies into $VENV"
+# The tests are of the C extension: a build that fails is an error here, not
+# the pure-Python fallback that a plain `pip install` would settle for.
+export REDIS_BACKOFF_C_REQUIRE_EXTENSION=${REDIS_BACKOFF_C_REQUIRE_EXTENSION:-1}
 # pip builds in the tree; setuptools would reuse objects and files left in
 # build/ by an earlier run, compiled with other flags or since deleted.
 rm -rf build

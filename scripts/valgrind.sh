@@ -80,9 +80,9 @@ if [ $# -eq 0 ]; then
     # interrupt a sleep within 10 s: signal delivery under memcheck is
     # slower than that on a loaded machine).
     set -- -q -p no:cacheprovider -k "not ctrl_c" \
-        tests/test_backoff.py tests/test_backoff_improvements.py \
-        tests/test_retry.py tests/test_retry_improvements.py tests/test_reentrancy.py \
-        tests/test_gc.py tests/test_random_source.py tests/test_async_retry_protocol.py
+        tests/contract/test_backoff.py tests/c_only/test_backoff_improvements.py \
+        tests/contract/test_retry.py tests/c_only/test_retry_improvements.py tests/contract/test_reentrancy.py \
+        tests/c_only/test_gc.py tests/c_only/test_random_source.py tests/contract/test_async_retry_protocol.py
 fi
 
 log="$work/memcheck.log"

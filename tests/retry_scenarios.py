@@ -15,8 +15,8 @@ import socket
 from dataclasses import dataclass
 
 import redis.exceptions
-from conftest import patch_sleep
 from redis.backoff import AbstractBackoff
+from support import patch_sleep
 
 
 class SubConnectionError(redis.exceptions.ConnectionError):

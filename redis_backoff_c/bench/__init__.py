@@ -1,9 +1,10 @@
 """The benchmark: ``python -m redis_backoff_c.bench --help``.
 
 Times every operation of the compatibility contract for redis-py and for
-redis_backoff_c in one process, interleaved, against the performance targets
-of DESIGN.md; also redis-py against other retry libraries (tenacity, stamina,
-backoff) and end to end through a real redis-server.
+redis_backoff_c in one process, interleaved, against the project's
+performance targets (the README's "Performance" section); also redis-py
+against other retry libraries (tenacity, stamina, backoff) and end to end
+through a real redis-server.
 """
 
 from ._cli import main

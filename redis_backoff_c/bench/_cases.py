@@ -2,8 +2,8 @@
 
 A case names the sides it times (each built lazily by a factory that may
 raise :class:`Unavailable`) and the rows it reports.  A row compares two
-sides (or three, for an overhead above a reference); its target comes from
-the performance table of DESIGN.md.
+sides (or three, for an overhead above a reference); its target is one of
+the project's performance targets (the README's "Performance" section).
 """
 
 import asyncio
@@ -46,7 +46,7 @@ JITTERED = (
 )
 ARGS = {"ConstantBackoff": (0.5,)}  # the others are built with their defaults
 
-# Targets of DESIGN.md, "Performance targets".
+# The project's performance targets (README, "Performance").
 COMPUTE_TARGET = {
     "ExponentialBackoff": 6.0,
     "FullJitterBackoff": 3.5,
@@ -62,6 +62,7 @@ ASYNC_SUCCESS_TARGET = 1.6
 RETRY_OPS_TARGET = 3.0  # Retry(ExponentialBackoff(), 3) construction, ==, hash
 MEMORY_TARGET = 2.0  # at most half of redis-py's bytes
 FAILURE_TARGET = 1.0  # not slower
+EXTRAS_TARGET_NS = 10.0  # extras on the success path: at most 10 ns above plain C
 
 
 @dataclass
@@ -75,6 +76,7 @@ class Row:
           "peer"     (num - base) / (den - base), a peer library's overhead
                      against ours, no target
           "single"   one side alone (a reference figure)
+          "delta"    den - num in ns, lower is better (the cost of extras)
     """
 
     name: str
@@ -411,6 +413,77 @@ def sync_retry_cases():
     ]
 
 
+def _extras(kind):
+    """The opt-in extras of a timed Retry: none, budget and stats, or all three."""
+    if kind == "c":
+        return {}
+    extras = {"budget": redis_backoff_c.RetryBudget(10, 0.1), "stats": redis_backoff_c.RetryStats()}
+    if kind == "c+deadline":
+        extras["deadline"] = 10.0
+    return extras
+
+
+EXTRAS_SIDES = ("c", "c+budget+stats", "c+deadline")
+EXTRAS_NOTE = (
+    "the same successful call on the C Retry without extras and with "
+    "budget=RetryBudget(10, 0.1) and stats=RetryStats() (and deadline=10.0): "
+    "the difference of the paired timings (the two time columns: plain C, C with extras)"
+)
+
+
+def _extras_rows(prefix):
+    return [
+        Row(
+            f"{prefix} + budget + stats, ns above plain C",
+            kind="delta",
+            num="c",
+            den="c+budget+stats",
+            target=EXTRAS_TARGET_NS,
+        ),
+        Row(
+            f"{prefix} + deadline + budget + stats, ns above plain C",
+            kind="delta",
+            num="c",
+            den="c+deadline",
+            target=EXTRAS_TARGET_NS,
+        ),
+    ]
+
+
+def sync_extras_case():
+    def side(label, st):
+        r = c_retry_module().Retry(C.ExponentialBackoff(), 3, **_extras(label))
+        return stmt_side(label, "r.call_with_retry(do, fail)", {"r": r, "do": _do, "fail": _fail})
+
+    return Case(
+        "call_with_retry/success extras",
+        "sync Retry",
+        {s: lambda st, s=s: side(s, st) for s in EXTRAS_SIDES},
+        _extras_rows("call_with_retry success"),
+        note=EXTRAS_NOTE,
+    )
+
+
+def async_extras_case(session):
+    def side(label, st):
+        loop = session.loop()
+        r = c_async_retry_module().Retry(C.ExponentialBackoff(), 3, **_extras(label))
+
+        async def body(n):
+            for _ in range(n):
+                await r.call_with_retry(_ado, _afail)
+
+        return async_side(label, loop, body)
+
+    return Case(
+        "async call_with_retry/success extras",
+        "asyncio Retry",
+        {s: lambda st, s=s: side(s, st) for s in EXTRAS_SIDES},
+        _extras_rows("async call_with_retry success"),
+        note=EXTRAS_NOTE + f" ({session.loop_name} event loop)",
+    )
+
+
 def async_retry_cases(session):
     def success(label, st):
         loop = session.loop()
@@ -552,7 +625,7 @@ def memory_cases():
                 ),
             ],
             kind="memory",
-            note="a Retry with its backoff; no target in DESIGN.md",
+            note="a Retry with its backoff; no target",
         )
     )
     return cases
@@ -726,7 +799,9 @@ def all_cases(session):
         *eq_hash_cases(),
         deepcopy_case(),
         *sync_retry_cases(),
+        sync_extras_case(),
         *async_retry_cases(session),
+        async_extras_case(session),
         *memory_cases(),
         peer_case(),
         *e2e_cases(session),

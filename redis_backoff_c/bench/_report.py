@@ -66,7 +66,13 @@ def evaluate(row, case, stats, reasons):
         out.update(a=med[row.num], a_spread=spread(row.num))
         return out
 
-    if row.kind in ("ratio", "memory", "floor"):
+    if row.kind == "delta":  # the extra cost of den above num, in ns
+        out.update(
+            a=med[row.num], b=med[row.den], a_spread=spread(row.num), b_spread=spread(row.den)
+        )
+        values = [y - x for x, y in zip(per[row.num], per[row.den])]
+        out["value"] = statistics.median(values)
+    elif row.kind in ("ratio", "memory", "floor"):
         a, b = (row.den, row.num) if row.kind == "floor" else (row.num, row.den)
         out.update(a=med[a], b=med[b], a_spread=spread(a), b_spread=spread(b))
         # The sides of one repeat ran back to back: their ratio is the
@@ -141,6 +147,11 @@ def fmt_value(row):
         return "-"
     if math.isinf(value):
         return "inf"
+    if row["kind"] == "delta":
+        text = f"{value:+.1f} ns"
+        if row["value_q1"] is not None:
+            text += f" [{row['value_q1']:+.1f}..{row['value_q3']:+.1f}]"
+        return text
     text = f"{value:.2f}x"
     if row["value_q1"] is not None and row["kind"] != "memory":
         text += f" [{row['value_q1']:.2f}-{row['value_q3']:.2f}]"
@@ -151,6 +162,8 @@ def fmt_target(row):
     if row["target"] is None:
         return ""
     op = "≥" if row["target_op"] == ">=" else "≤"
+    if row["kind"] == "delta":
+        return f"{op} {row['target']:.0f} ns"
     return f"{op} {row['target']:.2f}x"
 
 
@@ -228,7 +241,8 @@ interquartile range relative to the median.  ratio = redis-py / C (higher:
 C faster or smaller), the median over repeats of the ratio of the two sides
 timed back to back in one repeat; [..] = interquartile range of those.
 Overhead rows: t(side) - t(do()) for each side, medians; ratio paired
-as above.
+as above.  Extras rows: t(C Retry with extras) - t(plain C Retry), in ns,
+the median over repeats of the paired difference (lower is better).
 ~ after PASS/MISS: the target lies inside that range, so the verdict is
 within this machine's noise; rerun (without --quick) to confirm."""
 

@@ -121,8 +121,7 @@ def assert_nothing_lost(client, acked, marks, fault_count):
 @pytest.fixture
 def redis_server(tmp_path):
     """A running redis-server (AOF, fsync always) on a free loopback port,
-    data in a fresh directory; stopped after the test.  (In this module
-    rather than a conftest.py: tests import the top conftest by name.)"""
+    data in a fresh directory; stopped after the test."""
     server = RedisServer(tmp_path / "redis")
     server.start()
     try:

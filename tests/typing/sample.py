@@ -116,3 +116,18 @@ def patched_everywhere() -> int:
         count: int = again.count
     restored = redis_backoff_c.unpatch()
     return report.count + count + len(restored)
+
+
+def with_extras() -> tuple[float, int]:
+    budget = redis_backoff_c.RetryBudget(max_tokens=10, token_ratio=0.1)
+    stats = redis_backoff_c.RetryStats()
+    retry = Retry(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=stats)
+    retry.deadline = None
+    aretry = AsyncRetry(FullJitterBackoff(), 3, budget=budget, stats=stats)
+    assert aretry.budget is retry.budget
+    redis_backoff_c.patch(deadline=1.0, budget=budget, stats=stats)
+    redis_backoff_c.unpatch()
+    snapshot = stats.snapshot()
+    calls: int = snapshot["calls"]
+    slept: float = snapshot["slept_seconds"]
+    return budget.tokens + slept, calls + stats.retries

@@ -11,7 +11,7 @@ import weakref
 
 import pytest
 import redis.exceptions
-from conftest import ALL, CAPPED
+from support import ALL, CAPPED
 
 import redis_backoff_c.backoff as backoff
 import redis_backoff_c.retry as retry_module

@@ -16,8 +16,8 @@ import pytest
 import redis.asyncio.retry
 import redis.backoff
 import redis.exceptions
-from conftest import IMPLEMENTATIONS
 from hypothesis import HealthCheck, given, settings, strategies as st
+from support import IMPLEMENTATIONS
 
 import redis_backoff_c.asyncio.retry as async_module
 import redis_backoff_c.backoff as backoff

@@ -6,9 +6,9 @@ the same events (see retry_scenarios.py), sleeps and outcome included.
 """
 
 import pytest
-from conftest import IMPLEMENTATIONS
 from hypothesis import given, settings, strategies as st
 from retry_scenarios import ERRORS, Scenario, run
+from support import IMPLEMENTATIONS
 
 steps = st.sampled_from(["ok"] + sorted(ERRORS))
 retryable_errors = st.sampled_from(["conn", "timeout", "socket", "sub"])

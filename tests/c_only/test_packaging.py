@@ -12,7 +12,7 @@ import redis_backoff_c
 import redis_backoff_c.backoff
 
 PACKAGE_DIR = Path(redis_backoff_c.__file__).resolve().parent
-SOURCE_TREE = Path(__file__).resolve().parent.parent / "redis_backoff_c"
+SOURCE_TREE = Path(__file__).resolve().parents[2] / "redis_backoff_c"
 
 BACKOFF_NAMES = [
     "ConstantBackoff",

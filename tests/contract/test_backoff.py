@@ -7,7 +7,7 @@ import random
 
 import pytest
 import redis.backoff
-from conftest import ALL, CAPPED
+from support import ALL, CAPPED
 
 import redis_backoff_c.backoff
 
@@ -23,7 +23,7 @@ def default_instance(impl, name):
 
 
 def other_side(impl):
-    from conftest import IMPLEMENTATIONS
+    from support import IMPLEMENTATIONS
 
     return IMPLEMENTATIONS["c" if impl.name == "redis-py" else "redis-py"]
 

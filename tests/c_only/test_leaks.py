@@ -11,8 +11,8 @@ from fractions import Fraction
 
 import pytest
 import redis.backoff
-from conftest import ALL, CAPPED
 from leakcheck import assert_no_leak, calls_raising
+from support import ALL, CAPPED
 
 import redis_backoff_c
 import redis_backoff_c.backoff as backoff

@@ -25,8 +25,8 @@ import pytest
 import redis.backoff
 import redis.exceptions
 import redis.retry
-from conftest import CAPPED
 from hypothesis import HealthCheck, given, settings, strategies as st
+from support import CAPPED
 
 import redis_backoff_c.backoff as c_backoff
 import redis_backoff_c.retry as c_retry

@@ -3,7 +3,7 @@
 import random
 
 import pytest
-from conftest import JITTERED
+from support import JITTERED
 
 import redis_backoff_c
 import redis_backoff_c.backoff as backoff

@@ -16,6 +16,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 import types
 
 import pytest
@@ -709,3 +710,90 @@ def test_exported():
         assert getattr(redis_backoff_c, name) is getattr(
             importlib.import_module("redis_backoff_c._patch"), name
         )
+
+
+# --- patch(deadline=, budget=, stats=) -------------------------------------
+
+
+def _extras(retry):
+    return (retry.deadline, retry.budget, retry.stats)
+
+
+def test_patch_gives_the_default_retries_the_extras():
+    budget, stats = redis_backoff_c.RetryBudget(10, 0.1), redis_backoff_c.RetryStats()
+    before = _default(redis.client.Redis.__init__, "retry")
+    async_before = _default(redis.asyncio.client.Redis.__init__, "retry")
+    redis_backoff_c.patch(deadline=2.5, budget=budget, stats=stats)
+    sync_default = _default(redis.client.Redis.__init__, "retry")
+    async_default = _default(redis.asyncio.client.Redis.__init__, "retry")
+    assert _extras(sync_default) == (2.5, budget, stats)
+    assert _extras(async_default) == (2.5, budget, stats)
+    # what redis-py's own object was, apart from the extras
+    plain = copy.copy(sync_default)
+    plain.deadline = plain.budget = plain.stats = None
+    _assert_c_equal(plain, before)
+    # every client and connection built from the defaults shares them
+    for client in (redis.Redis(), redis.asyncio.Redis()):
+        connection = client.connection_pool.make_connection()
+        assert _extras(connection.retry) == (2.5, budget, stats)
+    redis_backoff_c.unpatch()
+    assert _default(redis.client.Redis.__init__, "retry") is before
+    assert _default(redis.asyncio.client.Redis.__init__, "retry") is async_before
+    assert not hasattr(type(before), "budget")
+
+
+def test_patched_client_counts_and_honours_the_deadline():
+    stats = redis_backoff_c.RetryStats()
+    with redis_backoff_c.patched(deadline=0.2, stats=stats):
+        client = redis.Redis(host="127.0.0.1", port=_closed_port(), socket_connect_timeout=0.5)
+        start = time.monotonic()
+        with pytest.raises(redis.exceptions.ConnectionError):
+            client.ping()
+        elapsed = time.monotonic() - start
+        client.close()
+    # redis-py's default: 10 retries, up to 1 s apart; the deadline cut it
+    assert elapsed < 0.2 + 0.5 + 0.2
+    snapshot = stats.snapshot()
+    assert snapshot["calls"] >= 1 and snapshot["failed_attempts"] >= 2
+    assert snapshot["give_ups_deadline"] >= 1
+
+
+def test_repeated_patch_with_extras_sets_them_without_leaves_them():
+    budget, other = redis_backoff_c.RetryBudget(10, 0.1), redis_backoff_c.RetryBudget(4, 1)
+    redis_backoff_c.patch(budget=budget)
+    default = _default(redis.client.Redis.__init__, "retry")
+    report = redis_backoff_c.patch()
+    assert report.already_patched and report.count == 0
+    assert default.budget is budget  # no extras given: kept
+    redis_backoff_c.patch(budget=other, deadline=1)
+    assert _default(redis.client.Redis.__init__, "retry") is default
+    assert _extras(default) == (1, other, None)
+    assert _extras(_default(redis.asyncio.client.Redis.__init__, "retry")) == (1, other, None)
+
+
+def test_plain_patch_installs_plain_retries():
+    redis_backoff_c.patch()
+    assert _extras(_default(redis.client.Redis.__init__, "retry")) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "name"),
+    [
+        ({"deadline": "1"}, TypeError, "deadline"),
+        ({"deadline": 0}, ValueError, "deadline"),
+        ({"budget": 10}, TypeError, "budget"),
+        ({"stats": object()}, TypeError, "stats"),
+    ],
+)
+def test_patch_refuses_bad_extras_before_patching(kwargs, error, name):
+    with pytest.raises(error, match=rf"patch\(\) argument '{name}'"):
+        redis_backoff_c.patch(**kwargs)
+    assert not redis_backoff_c.is_patched()
+
+
+def _closed_port():
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

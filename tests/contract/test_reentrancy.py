@@ -5,14 +5,14 @@ __init__; a compute override that raises; the parameters' own __eq__,
 __hash__ or __repr__, or a replaced random.uniform, assigning the
 attributes being read.  No crash (the sanitizer run checks the memory
 accesses), and the same observable result as redis-py wherever it gives
-one.  tests/test_retry.py covers the simpler cases of the same kind."""
+one.  tests/contract/test_retry.py covers the simpler cases of the same kind."""
 
 import gc
 import random
 
 import pytest
 import redis.exceptions
-from conftest import IMPLEMENTATIONS, patch_sleep
+from support import IMPLEMENTATIONS, patch_sleep
 
 Conn = redis.exceptions.ConnectionError
 SIDES = [IMPLEMENTATIONS["redis-py"], IMPLEMENTATIONS["c"]]

@@ -24,7 +24,6 @@ import redis.asyncio.retry
 import redis.backoff
 import redis.exceptions
 import redis.retry
-from conftest import IMPLEMENTATIONS, patch_sleep
 from retry_scenarios import (
     FailError,
     RecordingBackoff,
@@ -33,6 +32,7 @@ from retry_scenarios import (
     ScriptExhausted,
     run,
 )
+from support import IMPLEMENTATIONS, patch_sleep
 
 DEFAULT_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, socket.timeout)
 

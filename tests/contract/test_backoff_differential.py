@@ -11,8 +11,8 @@ because the two sides then draw different amounts of randomness.
 import random
 
 import redis.backoff as reference
-from conftest import CAPPED
 from hypothesis import HealthCheck, given, settings, strategies as st
+from support import CAPPED
 
 import redis_backoff_c.backoff as c_backoff
 

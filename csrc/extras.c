@@ -1,0 +1,1048 @@
+/* The opt-in extras of Retry: RetryBudget, RetryStats, the deadline, and
+ * the hooks call_with_retry runs for them.  See extras.h. */
+#include "state.h"
+#include "args.h"
+#include "extras.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+#include <time.h>
+#ifdef _WIN32
+#include <windows.h>
+#endif
+
+#define BUDGET(op) ((rbc_budget_object *)(op))
+#define STATS(op) ((rbc_stats_object *)(op))
+
+/* ---------------------------------------------------------------------- */
+/* The clock                                                               */
+
+/* Monotonic seconds: CLOCK_MONOTONIC, the clock of time.monotonic(). */
+static double
+monotonic_now(void)
+{
+#ifdef _WIN32
+    static LARGE_INTEGER frequency;
+    LARGE_INTEGER counter;
+    if (frequency.QuadPart == 0) {
+        QueryPerformanceFrequency(&frequency);
+    }
+    QueryPerformanceCounter(&counter);
+    return (double)counter.QuadPart / (double)frequency.QuadPart;
+#else
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+#endif
+}
+
+/* The call's start, read once per call with a deadline.  Where Linux has
+ * it, the coarse clock: it costs half as much, and it is never ahead of
+ * CLOCK_MONOTONIC (it lags by at most one tick, a few ms), so the elapsed
+ * time measured against monotonic_now() is never under-estimated: a
+ * deadline can only be applied up to one tick early, never late. */
+static double
+monotonic_start(void)
+{
+#if defined(CLOCK_MONOTONIC_COARSE) && !defined(_WIN32)
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+#else
+    return monotonic_now();
+#endif
+}
+
+/* ---------------------------------------------------------------------- */
+/* Checking numbers                                                        */
+
+/* A real number's value as a double, or -1 with TypeError naming it. */
+static int
+real_value(const char *owner, const char *name, PyObject *value, double *out)
+{
+    if (rbc_check_real(owner, name, value) < 0) {
+        return -1;
+    }
+    double v = PyFloat_AsDouble(value);
+    if (v == -1.0 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A real number > 0 (and finite unless allow_infinite): ValueError naming
+ * it otherwise. */
+static int
+positive_value(const char *owner, const char *name, PyObject *value, int allow_infinite,
+               double *out)
+{
+    if (real_value(owner, name, value, out) < 0) {
+        return -1;
+    }
+    if (!(*out > 0.0) || (!allow_infinite && isinf(*out))) {
+        PyErr_Format(PyExc_ValueError, "%s() argument '%s' must be a %spositive number, not %R",
+                     owner, name, allow_infinite ? "" : "finite ", value);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* RetryBudget                                                             */
+
+static const char *const budget_names[] = {"max_tokens", "token_ratio"};
+
+static PyObject *
+budget_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *values[2] = {NULL, NULL};
+    if (rbc_bind_args("RetryBudget", budget_names, 2, args, PyVectorcall_NARGS(nargsf), kwnames,
+                      values)
+        < 0) {
+        return NULL;
+    }
+    double max_tokens, token_ratio;
+    if (positive_value("RetryBudget", "max_tokens", values[0], 0, &max_tokens) < 0
+        || positive_value("RetryBudget", "token_ratio", values[1], 0, &token_ratio) < 0) {
+        return NULL;
+    }
+    PyTypeObject *tp = (PyTypeObject *)type;
+    rbc_budget_object *self = (rbc_budget_object *)tp->tp_alloc(tp, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->max_tokens_obj = Py_NewRef(values[0]);
+    self->token_ratio_obj = Py_NewRef(values[1]);
+    self->max_tokens = max_tokens;
+    self->token_ratio = token_ratio;
+    self->tokens = max_tokens; /* gRFC A6: the bucket starts full */
+    self->threshold = max_tokens / 2.0;
+    return (PyObject *)self;
+}
+
+/* For the type's tp_new: RetryBudget(*args, **kwargs) without vectorcall. */
+static PyObject *
+budget_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *kwnames = NULL;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    Py_ssize_t nkw = kwds == NULL ? 0 : PyDict_GET_SIZE(kwds);
+    PyObject **stack = PyMem_New(PyObject *, nargs + nkw + 1);
+    if (stack == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        stack[i] = PyTuple_GET_ITEM(args, i);
+    }
+    PyObject *result = NULL;
+    if (nkw > 0) {
+        kwnames = PyTuple_New(nkw);
+        if (kwnames == NULL) {
+            goto done;
+        }
+        Py_ssize_t pos = 0, k = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(kwds, &pos, &key, &value)) {
+            PyTuple_SET_ITEM(kwnames, k, Py_NewRef(key));
+            stack[nargs + k] = value;
+            k++;
+        }
+    }
+    result = budget_vectorcall((PyObject *)type, stack, (size_t)nargs, kwnames);
+done:
+    Py_XDECREF(kwnames);
+    PyMem_Free(stack);
+    return result;
+}
+
+static int
+budget_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(BUDGET(self)->max_tokens_obj);
+    Py_VISIT(BUDGET(self)->token_ratio_obj);
+    return 0;
+}
+
+static int
+budget_clear(PyObject *self)
+{
+    Py_CLEAR(BUDGET(self)->max_tokens_obj);
+    Py_CLEAR(BUDGET(self)->token_ratio_obj);
+    return 0;
+}
+
+static void
+budget_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    (void)budget_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static double
+budget_tokens(rbc_budget_object *self)
+{
+    RBC_EXTRAS_LOCK(self);
+    double tokens = self->tokens;
+    RBC_EXTRAS_UNLOCK(self);
+    return tokens;
+}
+
+static PyObject *
+budget_get_tokens(PyObject *self, void *closure)
+{
+    return PyFloat_FromDouble(budget_tokens(BUDGET(self)));
+}
+
+static PyObject *
+budget_get_max_tokens(PyObject *self, void *closure)
+{
+    PyObject *value = BUDGET(self)->max_tokens_obj;
+    return value != NULL ? Py_NewRef(value) : PyFloat_FromDouble(BUDGET(self)->max_tokens);
+}
+
+static PyObject *
+budget_get_token_ratio(PyObject *self, void *closure)
+{
+    PyObject *value = BUDGET(self)->token_ratio_obj;
+    return value != NULL ? Py_NewRef(value) : PyFloat_FromDouble(BUDGET(self)->token_ratio);
+}
+
+static PyObject *
+budget_get_retry_allowed(PyObject *self, void *closure)
+{
+    return PyBool_FromLong(budget_tokens(BUDGET(self)) > BUDGET(self)->threshold);
+}
+
+static PyObject *
+budget_repr(PyObject *self)
+{
+    PyObject *max_tokens = budget_get_max_tokens(self, NULL);
+    PyObject *ratio = budget_get_token_ratio(self, NULL);
+    PyObject *tokens = budget_get_tokens(self, NULL);
+    PyObject *repr = NULL;
+    if (max_tokens != NULL && ratio != NULL && tokens != NULL) {
+        repr = PyUnicode_FromFormat("RetryBudget(max_tokens=%R, token_ratio=%R, tokens=%R)",
+                                    max_tokens, ratio, tokens);
+    }
+    Py_XDECREF(max_tokens);
+    Py_XDECREF(ratio);
+    Py_XDECREF(tokens);
+    return repr;
+}
+
+/* Pickled by value: (RetryBudget, (max_tokens, token_ratio), tokens). */
+static PyObject *
+budget_reduce(PyObject *self, PyObject *unused)
+{
+    PyObject *max_tokens = budget_get_max_tokens(self, NULL);
+    PyObject *ratio = budget_get_token_ratio(self, NULL);
+    PyObject *result = NULL;
+    if (max_tokens != NULL && ratio != NULL) {
+        result = Py_BuildValue("O(OO)d", (PyObject *)Py_TYPE(self), max_tokens, ratio,
+                               budget_tokens(BUDGET(self)));
+    }
+    Py_XDECREF(max_tokens);
+    Py_XDECREF(ratio);
+    return result;
+}
+
+/* The token count of a pickle, kept in [0, max_tokens]. */
+static PyObject *
+budget_setstate(PyObject *self, PyObject *state)
+{
+    double tokens;
+    if (real_value("RetryBudget.__setstate__", "state", state, &tokens) < 0) {
+        return NULL;
+    }
+    rbc_budget_object *me = BUDGET(self);
+    if (!(tokens >= 0.0 && tokens <= me->max_tokens)) {
+        PyErr_Format(PyExc_ValueError,
+                     "RetryBudget.__setstate__() argument 'state' must be a token count "
+                     "in [0, max_tokens], not %R",
+                     state);
+        return NULL;
+    }
+    RBC_EXTRAS_LOCK(me);
+    me->tokens = tokens;
+    RBC_EXTRAS_UNLOCK(me);
+    Py_RETURN_NONE;
+}
+
+/* clang-format off */
+static PyGetSetDef budget_getset[] = {
+    {"max_tokens", budget_get_max_tokens, NULL, "the size of the bucket (read-only)", NULL},
+    {"token_ratio", budget_get_token_ratio, NULL,
+     "tokens a successful call_with_retry puts back (read-only)", NULL},
+    {"tokens", budget_get_tokens, NULL, "the tokens in the bucket now, in [0, max_tokens]", NULL},
+    {"retry_allowed", budget_get_retry_allowed, NULL,
+     "whether a retry would be allowed now: tokens > max_tokens / 2", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef budget_methods[] = {
+    {"__reduce__", budget_reduce, METH_NOARGS, NULL},
+    {"__setstate__", budget_setstate, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot budget_slots[] = {
+    {Py_tp_doc, (void *)"RetryBudget(max_tokens, token_ratio)\n--\n\n"
+                        "Retry throttling as gRPC's (gRFC A6), shared by every Retry that holds\n"
+                        "it: the bucket starts with max_tokens tokens; each attempt that fails\n"
+                        "with a supported error takes one (never below 0); each call_with_retry\n"
+                        "that succeeds puts token_ratio back (never above max_tokens). A retry\n"
+                        "is allowed only while more than max_tokens / 2 tokens are left; a\n"
+                        "call's first attempt is never refused."},
+    {Py_tp_new, budget_new},
+    {Py_tp_repr, budget_repr},
+    {Py_tp_getset, budget_getset},
+    {Py_tp_methods, budget_methods},
+    {Py_tp_traverse, budget_traverse},
+    {Py_tp_clear, budget_clear},
+    {Py_tp_dealloc, budget_dealloc},
+    {0, NULL},
+};
+/* clang-format on */
+
+static PyType_Spec budget_spec = {
+    .name = "redis_backoff_c.RetryBudget",
+    .basicsize = sizeof(rbc_budget_object),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = budget_slots,
+};
+
+/* ---------------------------------------------------------------------- */
+/* RetryStats                                                              */
+
+static const char *const stat_names[RBC_STAT_COUNT] = {
+    "calls",
+    "attempts",
+    "successes",
+    "failed_attempts",
+    "retries",
+    "give_ups_exhausted",
+    "give_ups_not_retryable",
+    "give_ups_deadline",
+    "give_ups_budget",
+    "unhandled_errors",
+};
+
+static inline rbc_extras_state *
+extras_state_of_type(PyTypeObject *type)
+{
+    rbc_state *st = rbc_state_from_type(type);
+    return st == NULL ? NULL : &st->extras;
+}
+
+static PyObject *
+stats_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "RetryStats() takes no arguments");
+        return NULL;
+    }
+    return type->tp_alloc(type, 0); /* every counter at 0 */
+}
+
+static void
+stats_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+/* A consistent copy of the counters. */
+static void
+stats_read(rbc_stats_object *self, unsigned long long *counts, double *slept)
+{
+    RBC_EXTRAS_LOCK(self);
+    memcpy(counts, self->counts, sizeof(self->counts));
+    *slept = self->slept;
+    RBC_EXTRAS_UNLOCK(self);
+}
+
+static PyObject *
+stats_snapshot(PyObject *self, PyObject *unused)
+{
+    rbc_extras_state *es = extras_state_of_type(Py_TYPE(self));
+    if (es == NULL) {
+        return NULL;
+    }
+    unsigned long long counts[RBC_STAT_COUNT];
+    double slept;
+    stats_read(STATS(self), counts, &slept);
+    PyObject *dict = PyDict_New();
+    if (dict == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < RBC_STAT_COUNT; i++) {
+        PyObject *value = PyLong_FromUnsignedLongLong(counts[i]);
+        if (value == NULL || PyDict_SetItem(dict, es->stat_names[i], value) < 0) {
+            Py_XDECREF(value);
+            Py_DECREF(dict);
+            return NULL;
+        }
+        Py_DECREF(value);
+    }
+    PyObject *value = PyFloat_FromDouble(slept);
+    if (value == NULL || PyDict_SetItem(dict, es->str_slept_seconds, value) < 0) {
+        Py_XDECREF(value);
+        Py_DECREF(dict);
+        return NULL;
+    }
+    Py_DECREF(value);
+    return dict;
+}
+
+static PyObject *
+stats_reset(PyObject *self, PyObject *unused)
+{
+    rbc_stats_object *me = STATS(self);
+    RBC_EXTRAS_LOCK(me);
+    memset(me->counts, 0, sizeof(me->counts));
+    me->slept = 0.0;
+    RBC_EXTRAS_UNLOCK(me);
+    Py_RETURN_NONE;
+}
+
+/* The counters as attributes: closure is the index. */
+static PyObject *
+stats_get_counter(PyObject *self, void *closure)
+{
+    rbc_stats_object *me = STATS(self);
+    RBC_EXTRAS_LOCK(me);
+    unsigned long long value = me->counts[(Py_ssize_t)closure];
+    RBC_EXTRAS_UNLOCK(me);
+    return PyLong_FromUnsignedLongLong(value);
+}
+
+static PyObject *
+stats_get_slept(PyObject *self, void *closure)
+{
+    rbc_stats_object *me = STATS(self);
+    RBC_EXTRAS_LOCK(me);
+    double slept = me->slept;
+    RBC_EXTRAS_UNLOCK(me);
+    return PyFloat_FromDouble(slept);
+}
+
+static PyObject *
+stats_repr(PyObject *self)
+{
+    unsigned long long c[RBC_STAT_COUNT];
+    double slept;
+    stats_read(STATS(self), c, &slept);
+    PyObject *seconds = PyFloat_FromDouble(slept);
+    if (seconds == NULL) {
+        return NULL;
+    }
+    PyObject *repr = PyUnicode_FromFormat(
+        "RetryStats(calls=%llu, attempts=%llu, successes=%llu, failed_attempts=%llu, "
+        "retries=%llu, give_ups_exhausted=%llu, give_ups_not_retryable=%llu, "
+        "give_ups_deadline=%llu, give_ups_budget=%llu, unhandled_errors=%llu, "
+        "slept_seconds=%R)",
+        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], seconds);
+    Py_DECREF(seconds);
+    return repr;
+}
+
+/* Pickled by value: (RetryStats, (), snapshot()). */
+static PyObject *
+stats_reduce(PyObject *self, PyObject *unused)
+{
+    PyObject *snapshot = stats_snapshot(self, NULL);
+    return snapshot == NULL ? NULL : Py_BuildValue("O()N", (PyObject *)Py_TYPE(self), snapshot);
+}
+
+/* One counter of a pickle's dict: a non-negative int (0 when absent). */
+static int
+state_counter(PyObject *state, PyObject *key, unsigned long long *value)
+{
+    PyObject *item = PyDict_GetItemWithError(state, key);
+    if (item == NULL) {
+        *value = 0;
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (!PyLong_Check(item)) {
+        PyErr_Format(PyExc_TypeError, "RetryStats state '%U' must be an int, not %.200s", key,
+                     Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    *value = PyLong_AsUnsignedLongLong(item);
+    return *value == (unsigned long long)-1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *
+stats_setstate(PyObject *self, PyObject *state)
+{
+    rbc_extras_state *es = extras_state_of_type(Py_TYPE(self));
+    if (es == NULL) {
+        return NULL;
+    }
+    if (!PyDict_Check(state)) {
+        PyErr_Format(PyExc_TypeError, "RetryStats.__setstate__() argument must be a dict, not %.200s",
+                     Py_TYPE(state)->tp_name);
+        return NULL;
+    }
+    unsigned long long counts[RBC_STAT_COUNT];
+    for (int i = 0; i < RBC_STAT_COUNT; i++) {
+        if (state_counter(state, es->stat_names[i], &counts[i]) < 0) {
+            return NULL;
+        }
+    }
+    double slept = 0.0;
+    PyObject *item = PyDict_GetItemWithError(state, es->str_slept_seconds);
+    if (item == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (item != NULL && real_value("RetryStats.__setstate__", "slept_seconds", item, &slept) < 0) {
+        return NULL;
+    }
+    rbc_stats_object *me = STATS(self);
+    RBC_EXTRAS_LOCK(me);
+    memcpy(me->counts, counts, sizeof(counts));
+    me->slept = slept;
+    RBC_EXTRAS_UNLOCK(me);
+    Py_RETURN_NONE;
+}
+
+/* clang-format off */
+static PyGetSetDef stats_getset[] = {
+    {"calls", stats_get_counter, NULL, "call_with_retry calls started",
+     (void *)(Py_ssize_t)RBC_STAT_CALLS},
+    {"attempts", stats_get_counter, NULL, "do() attempts that ended (returned or raised)",
+     (void *)(Py_ssize_t)RBC_STAT_ATTEMPTS},
+    {"successes", stats_get_counter, NULL, "calls whose do() returned",
+     (void *)(Py_ssize_t)RBC_STAT_SUCCESSES},
+    {"failed_attempts", stats_get_counter, NULL, "attempts that raised a supported error",
+     (void *)(Py_ssize_t)RBC_STAT_FAILED_ATTEMPTS},
+    {"retries", stats_get_counter, NULL, "attempts after a call's first",
+     (void *)(Py_ssize_t)RBC_STAT_RETRIES},
+    {"give_ups_exhausted", stats_get_counter, NULL, "calls that raised: retries exhausted",
+     (void *)(Py_ssize_t)RBC_STAT_GIVE_UPS_EXHAUSTED},
+    {"give_ups_not_retryable", stats_get_counter, NULL,
+     "calls that raised: is_retryable(error) was false",
+     (void *)(Py_ssize_t)RBC_STAT_GIVE_UPS_NOT_RETRYABLE},
+    {"give_ups_deadline", stats_get_counter, NULL, "calls that raised: the deadline",
+     (void *)(Py_ssize_t)RBC_STAT_GIVE_UPS_DEADLINE},
+    {"give_ups_budget", stats_get_counter, NULL, "calls that raised: the budget refused",
+     (void *)(Py_ssize_t)RBC_STAT_GIVE_UPS_BUDGET},
+    {"unhandled_errors", stats_get_counter, NULL,
+     "errors of do() passed through unhandled (not supported errors)",
+     (void *)(Py_ssize_t)RBC_STAT_UNHANDLED},
+    {"slept_seconds", stats_get_slept, NULL, "seconds of backoff slept (the delays computed)",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef stats_methods[] = {
+    {"snapshot", stats_snapshot, METH_NOARGS,
+     "snapshot($self, /)\n--\n\nThe counters now, as a dict (one consistent reading)."},
+    {"reset", stats_reset, METH_NOARGS, "reset($self, /)\n--\n\nSet every counter to 0."},
+    {"__reduce__", stats_reduce, METH_NOARGS, NULL},
+    {"__setstate__", stats_setstate, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot stats_slots[] = {
+    {Py_tp_doc, (void *)"RetryStats()\n--\n\n"
+                        "Counters of call_with_retry, shared by every Retry that holds them:\n"
+                        "calls, attempts, successes, failed attempts, retries, give-ups by\n"
+                        "reason, errors passed through, and seconds of backoff slept."},
+    {Py_tp_new, stats_new},
+    {Py_tp_repr, stats_repr},
+    {Py_tp_getset, stats_getset},
+    {Py_tp_methods, stats_methods},
+    {Py_tp_dealloc, stats_dealloc},
+    {0, NULL},
+};
+/* clang-format on */
+
+static PyType_Spec stats_spec = {
+    .name = "redis_backoff_c.RetryStats",
+    .basicsize = sizeof(rbc_stats_object),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = stats_slots,
+};
+
+/* ---------------------------------------------------------------------- */
+/* The extras of a Retry                                                   */
+
+static rbc_retry_extras *
+extras_new(void)
+{
+    rbc_retry_extras *extras = PyMem_Calloc(1, sizeof(rbc_retry_extras));
+    if (extras == NULL) {
+        PyErr_NoMemory();
+    }
+    return extras;
+}
+
+/* The block of `self`, made when missing. */
+static rbc_retry_extras *
+extras_of(rbc_retry_object *self)
+{
+    if (self->extras == NULL) {
+        self->extras = extras_new();
+    }
+    return self->extras;
+}
+
+/* Frees the block once nothing is set in it: the Retry is plain again. */
+static void
+drop_if_empty(rbc_retry_object *self)
+{
+    rbc_retry_extras *extras = self->extras;
+    if (extras != NULL && extras->deadline == NULL && extras->budget == NULL
+        && extras->stats == NULL) {
+        self->extras = NULL;
+        PyMem_Free(extras);
+    }
+}
+
+void
+rbc_retry_extras_clear(rbc_retry_object *self)
+{
+    rbc_retry_extras *extras = self->extras;
+    if (extras == NULL) {
+        return;
+    }
+    /* Detached first: a finalizer run by a decref sees a plain Retry. */
+    self->extras = NULL;
+    Py_XDECREF(extras->deadline);
+    Py_XDECREF(extras->budget);
+    Py_XDECREF(extras->stats);
+    PyMem_Free(extras);
+}
+
+int
+rbc_retry_extras_traverse(rbc_retry_object *self, visitproc visit, void *arg)
+{
+    rbc_retry_extras *extras = self->extras;
+    if (extras != NULL) {
+        Py_VISIT(extras->deadline);
+        Py_VISIT(extras->budget);
+        Py_VISIT(extras->stats);
+    }
+    return 0;
+}
+
+int
+rbc_retry_extras_copy(rbc_retry_object *to, const rbc_retry_object *from)
+{
+    const rbc_retry_extras *extras = from->extras;
+    if (extras == NULL) {
+        return 0;
+    }
+    rbc_retry_extras *copy = extras_new();
+    if (copy == NULL) {
+        return -1;
+    }
+    copy->deadline = Py_XNewRef(extras->deadline);
+    copy->deadline_seconds = extras->deadline_seconds;
+    copy->budget = (rbc_budget_object *)Py_XNewRef((PyObject *)extras->budget);
+    copy->stats = (rbc_stats_object *)Py_XNewRef((PyObject *)extras->stats);
+    to->extras = copy;
+    return 0;
+}
+
+/* Setters, each taking `value` as checked (NULL or None: unset). */
+
+static int
+store_deadline(const char *owner, const char *name, rbc_retry_object *self, PyObject *value)
+{
+    if (value == Py_None) {
+        if (self->extras != NULL) {
+            Py_CLEAR(self->extras->deadline);
+            drop_if_empty(self);
+        }
+        return 0;
+    }
+    double seconds;
+    if (positive_value(owner, name, value, 1, &seconds) < 0) {
+        return -1;
+    }
+    rbc_retry_extras *extras = extras_of(self);
+    if (extras == NULL) {
+        return -1;
+    }
+    Py_XSETREF(extras->deadline, Py_NewRef(value));
+    extras->deadline_seconds = seconds;
+    return 0;
+}
+
+/* budget or stats: None, or an instance of `type` (exactly: the types
+ * are final); TypeError naming the parameter otherwise. */
+static int
+check_shared(const char *owner, const char *name, PyObject *value, PyTypeObject *type)
+{
+    if (value == Py_None || Py_IS_TYPE(value, type)) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s() argument '%s' must be a %s or None, not %.200s", owner,
+                 name, strrchr(type->tp_name, '.') + 1, Py_TYPE(value)->tp_name);
+    return -1;
+}
+
+/* Sets the budget or stats field at `offset` of the block to `value`
+ * (checked; None unsets it). */
+static int
+store_shared(const char *owner, const char *name, rbc_retry_object *self, PyObject *value,
+             PyTypeObject *type, size_t offset)
+{
+    if (check_shared(owner, name, value, type) < 0) {
+        return -1;
+    }
+    if (value == Py_None) {
+        if (self->extras != NULL) {
+            Py_CLEAR(*(PyObject **)((char *)self->extras + offset));
+            drop_if_empty(self);
+        }
+        return 0;
+    }
+    rbc_retry_extras *extras = extras_of(self);
+    if (extras == NULL) {
+        return -1;
+    }
+    Py_XSETREF(*(PyObject **)((char *)extras + offset), Py_NewRef(value));
+    return 0;
+}
+
+int
+rbc_retry_set_extras(rbc_state *st, const char *owner, rbc_retry_object *self,
+                     PyObject *deadline, PyObject *budget, PyObject *stats)
+{
+    rbc_extras_state *es = &st->extras;
+    double seconds;
+    /* All three checked before any is set. */
+    if ((deadline != Py_None && positive_value(owner, "deadline", deadline, 1, &seconds) < 0)
+        || check_shared(owner, "budget", budget, es->Budget_type) < 0
+        || check_shared(owner, "stats", stats, es->Stats_type) < 0) {
+        return -1;
+    }
+    if (store_deadline(owner, "deadline", self, deadline) < 0
+        || store_shared(owner, "budget", self, budget, es->Budget_type,
+                        offsetof(rbc_retry_extras, budget))
+               < 0
+        || store_shared(owner, "stats", self, stats, es->Stats_type,
+                        offsetof(rbc_retry_extras, stats))
+               < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- attributes ---- */
+
+#define RETRY(op) ((rbc_retry_object *)(op))
+
+static PyObject *
+extra_or_none(PyObject *self, size_t offset)
+{
+    rbc_retry_extras *extras = RETRY(self)->extras;
+    PyObject *value = extras == NULL ? NULL : *(PyObject **)((char *)extras + offset);
+    return Py_NewRef(value != NULL ? value : Py_None);
+}
+
+static int
+refuse_delete(PyObject *value, const char *name)
+{
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "cannot delete attribute '%s'", name);
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *
+rbc_retry_deadline_get(PyObject *self, void *closure)
+{
+    return extra_or_none(self, offsetof(rbc_retry_extras, deadline));
+}
+
+int
+rbc_retry_deadline_set(PyObject *self, PyObject *value, void *closure)
+{
+    if (refuse_delete(value, "deadline") < 0) {
+        return -1;
+    }
+    return store_deadline("Retry.deadline", "value", RETRY(self), value);
+}
+
+PyObject *
+rbc_retry_budget_get(PyObject *self, void *closure)
+{
+    return extra_or_none(self, offsetof(rbc_retry_extras, budget));
+}
+
+int
+rbc_retry_budget_set(PyObject *self, PyObject *value, void *closure)
+{
+    rbc_state *st = rbc_retry_state_of(self);
+    if (st == NULL || refuse_delete(value, "budget") < 0) {
+        return -1;
+    }
+    return store_shared("Retry.budget", "value", RETRY(self), value, st->extras.Budget_type,
+                        offsetof(rbc_retry_extras, budget));
+}
+
+PyObject *
+rbc_retry_stats_get(PyObject *self, void *closure)
+{
+    return extra_or_none(self, offsetof(rbc_retry_extras, stats));
+}
+
+int
+rbc_retry_stats_set(PyObject *self, PyObject *value, void *closure)
+{
+    rbc_state *st = rbc_retry_state_of(self);
+    if (st == NULL || refuse_delete(value, "stats") < 0) {
+        return -1;
+    }
+    return store_shared("Retry.stats", "value", RETRY(self), value, st->extras.Stats_type,
+                        offsetof(rbc_retry_extras, stats));
+}
+
+/* ---- ==, repr, pickle ---- */
+
+int
+rbc_retry_extras_equal(const rbc_retry_object *self, const rbc_retry_object *other)
+{
+    const rbc_retry_extras *a = self->extras;
+    const rbc_retry_extras *b = other != NULL ? other->extras : NULL;
+    PyObject *a_budget = a != NULL ? (PyObject *)a->budget : NULL;
+    PyObject *b_budget = b != NULL ? (PyObject *)b->budget : NULL;
+    PyObject *a_stats = a != NULL ? (PyObject *)a->stats : NULL;
+    PyObject *b_stats = b != NULL ? (PyObject *)b->stats : NULL;
+    if (a_budget != b_budget || a_stats != b_stats) {
+        return 0;
+    }
+    PyObject *a_deadline = a != NULL ? a->deadline : NULL;
+    PyObject *b_deadline = b != NULL ? b->deadline : NULL;
+    if (a_deadline == NULL || b_deadline == NULL) {
+        return a_deadline == b_deadline;
+    }
+    /* Held references: comparing may run Python code. */
+    Py_INCREF(a_deadline);
+    Py_INCREF(b_deadline);
+    int same = PyObject_RichCompareBool(a_deadline, b_deadline, Py_EQ);
+    Py_DECREF(a_deadline);
+    Py_DECREF(b_deadline);
+    return same;
+}
+
+PyObject *
+rbc_retry_extras_repr(const rbc_retry_object *self)
+{
+    const rbc_retry_extras *extras = self->extras;
+    if (extras == NULL) {
+        return PyUnicode_FromString("");
+    }
+    PyObject *parts[3] = {Py_XNewRef(extras->deadline), Py_XNewRef((PyObject *)extras->budget),
+                          Py_XNewRef((PyObject *)extras->stats)};
+    static const char *const formats[3] = {", deadline=%R", ", budget=%R", ", stats=%R"};
+    PyObject *text = PyUnicode_FromString("");
+    for (int i = 0; i < 3 && text != NULL; i++) {
+        if (parts[i] == NULL) {
+            continue;
+        }
+        PyObject *piece = PyUnicode_FromFormat(formats[i], parts[i]);
+        PyObject *joined = piece == NULL ? NULL : PyUnicode_Concat(text, piece);
+        Py_XDECREF(piece);
+        Py_SETREF(text, joined);
+    }
+    for (int i = 0; i < 3; i++) {
+        Py_XDECREF(parts[i]);
+    }
+    return text;
+}
+
+int
+rbc_retry_extras_state(rbc_state *st, const rbc_retry_object *self, PyObject *state)
+{
+    const rbc_retry_extras *extras = self->extras;
+    if (extras == NULL) {
+        return 0;
+    }
+    rbc_extras_state *es = &st->extras;
+    if ((extras->deadline != NULL
+         && PyDict_SetItem(state, es->str_deadline, extras->deadline) < 0)
+        || (extras->budget != NULL
+            && PyDict_SetItem(state, es->str_budget, (PyObject *)extras->budget) < 0)
+        || (extras->stats != NULL
+            && PyDict_SetItem(state, es->str_stats, (PyObject *)extras->stats) < 0)) {
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The hooks of call_with_retry                                            */
+
+static inline void
+count(rbc_stats_object *stats, rbc_stat which)
+{
+    if (stats != NULL) {
+        RBC_EXTRAS_LOCK(stats);
+        stats->counts[which]++;
+        RBC_EXTRAS_UNLOCK(stats);
+    }
+}
+
+void
+rbc_extras_begin_slow(rbc_retry_extras *extras, rbc_call_extras *call)
+{
+    count(extras->stats, RBC_STAT_CALLS);
+    if (extras->deadline != NULL) {
+        call->deadline_at = monotonic_start() + extras->deadline_seconds;
+    }
+}
+
+void
+rbc_extras_failed_slow(rbc_retry_extras *extras, int caught)
+{
+    rbc_stats_object *stats = extras->stats;
+    if (stats != NULL) {
+        RBC_EXTRAS_LOCK(stats);
+        stats->counts[RBC_STAT_ATTEMPTS]++;
+        stats->counts[caught ? RBC_STAT_FAILED_ATTEMPTS : RBC_STAT_UNHANDLED]++;
+        RBC_EXTRAS_UNLOCK(stats);
+    }
+    rbc_budget_object *budget = extras->budget;
+    if (caught && budget != NULL) {
+        RBC_EXTRAS_LOCK(budget);
+        double tokens = budget->tokens - 1.0;
+        budget->tokens = tokens > 0.0 ? tokens : 0.0;
+        RBC_EXTRAS_UNLOCK(budget);
+    }
+}
+
+void
+rbc_extras_not_retryable_slow(rbc_retry_extras *extras)
+{
+    count(extras->stats, RBC_STAT_GIVE_UPS_NOT_RETRYABLE);
+}
+
+int
+rbc_extras_refuse_retry_slow(rbc_retry_extras *extras, int exhausted)
+{
+    if (exhausted) {
+        count(extras->stats, RBC_STAT_GIVE_UPS_EXHAUSTED);
+        return 1;
+    }
+    rbc_budget_object *budget = extras->budget;
+    if (budget != NULL && !(budget_tokens(budget) > budget->threshold)) {
+        count(extras->stats, RBC_STAT_GIVE_UPS_BUDGET);
+        return 1;
+    }
+    return 0;
+}
+
+int
+rbc_retry_before_sleep(rbc_retry_object *self, const rbc_call_extras *call, PyObject *delay)
+{
+    rbc_retry_extras *extras = self->extras;
+    if (extras == NULL || (call->deadline_at == 0.0 && extras->stats == NULL)) {
+        return 1;
+    }
+    double seconds = PyFloat_AsDouble(delay);
+    if (seconds == -1.0 && PyErr_Occurred()) {
+        return -1;
+    }
+    /* The delay's __float__ may have run Python code that changed the
+     * Retry's extras: read them again. */
+    extras = self->extras;
+    if (call->deadline_at != 0.0 && monotonic_now() + seconds >= call->deadline_at) {
+        count(extras != NULL ? extras->stats : NULL, RBC_STAT_GIVE_UPS_DEADLINE);
+        return 0;
+    }
+    rbc_stats_object *stats = extras != NULL ? extras->stats : NULL;
+    if (stats != NULL) {
+        RBC_EXTRAS_LOCK(stats);
+        stats->slept += seconds;
+        RBC_EXTRAS_UNLOCK(stats);
+    }
+    return 1;
+}
+
+int
+rbc_retry_before_retry(rbc_retry_object *self, const rbc_call_extras *call)
+{
+    rbc_retry_extras *extras = self->extras;
+    if (call->deadline_at != 0.0 && monotonic_now() >= call->deadline_at) {
+        count(extras != NULL ? extras->stats : NULL, RBC_STAT_GIVE_UPS_DEADLINE);
+        return 0;
+    }
+    if (extras != NULL) {
+        count(extras->stats, RBC_STAT_RETRIES);
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Module state                                                            */
+
+int
+rbc_extras_init(rbc_state *st, PyObject *module)
+{
+    rbc_extras_state *es = &st->extras;
+    for (int i = 0; i < RBC_STAT_COUNT; i++) {
+        es->stat_names[i] = PyUnicode_InternFromString(stat_names[i]);
+        if (es->stat_names[i] == NULL) {
+            return -1;
+        }
+    }
+    es->str_slept_seconds = PyUnicode_InternFromString("slept_seconds");
+    es->str_deadline = PyUnicode_InternFromString("deadline");
+    es->str_budget = PyUnicode_InternFromString("budget");
+    es->str_stats = PyUnicode_InternFromString("stats");
+    if (es->str_slept_seconds == NULL || es->str_deadline == NULL || es->str_budget == NULL
+        || es->str_stats == NULL) {
+        return -1;
+    }
+    es->Budget_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &budget_spec, NULL);
+    if (es->Budget_type == NULL) {
+        return -1;
+    }
+    es->Budget_type->tp_vectorcall = budget_vectorcall;
+    es->Stats_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &stats_spec, NULL);
+    if (es->Stats_type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "RetryBudget", (PyObject *)es->Budget_type) < 0
+        || PyModule_AddObjectRef(module, "RetryStats", (PyObject *)es->Stats_type) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+int
+rbc_extras_traverse(rbc_extras_state *es, visitproc visit, void *arg)
+{
+    Py_VISIT(es->Budget_type);
+    Py_VISIT(es->Stats_type);
+    return 0;
+}
+
+void
+rbc_extras_clear(rbc_extras_state *es)
+{
+    Py_CLEAR(es->Budget_type);
+    Py_CLEAR(es->Stats_type);
+    for (int i = 0; i < RBC_STAT_COUNT; i++) {
+        Py_CLEAR(es->stat_names[i]);
+    }
+    Py_CLEAR(es->str_slept_seconds);
+    Py_CLEAR(es->str_deadline);
+    Py_CLEAR(es->str_budget);
+    Py_CLEAR(es->str_stats);
+}

@@ -1,0 +1,215 @@
+/* Opt-in extras of both Retry types, beyond redis-py: a deadline per
+ * call_with_retry, a shared retry budget (RetryBudget, gRFC A6 retry
+ * throttling) and shared counters (RetryStats).
+ *
+ * A Retry holds them in one block, rbc_retry_object.extras, NULL when none
+ * is set: the plain Retry tests one pointer and behaves, compares and
+ * hashes exactly as redis-py's.  The hooks below are the only places
+ * call_with_retry (sync and asyncio) touches the extras; retry_core.h
+ * lists where each one goes in the loop.  Budget and stats are changed
+ * only while the GIL is held and without calling Python code in between
+ * (the module declares Py_MOD_GIL_USED); a free-threaded build would
+ * take their mutex (RBC_EXTRAS_LOCK).
+ */
+#ifndef RBC_EXTRAS_H
+#define RBC_EXTRAS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "retry_core.h"
+
+/* ---- the types ------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *max_tokens_obj; /* the objects given, for the attributes */
+    PyObject *token_ratio_obj;
+    double max_tokens;  /* > 0, finite */
+    double token_ratio; /* > 0, finite */
+    double tokens;      /* in [0, max_tokens] */
+    double threshold;   /* max_tokens / 2: retries need tokens above it */
+#ifdef Py_GIL_DISABLED
+    PyMutex mutex;
+#endif
+} rbc_budget_object;
+
+/* The counters of RetryStats, in snapshot() order. */
+typedef enum {
+    RBC_STAT_CALLS,
+    RBC_STAT_ATTEMPTS,
+    RBC_STAT_SUCCESSES,
+    RBC_STAT_FAILED_ATTEMPTS,
+    RBC_STAT_RETRIES,
+    RBC_STAT_GIVE_UPS_EXHAUSTED,
+    RBC_STAT_GIVE_UPS_NOT_RETRYABLE,
+    RBC_STAT_GIVE_UPS_DEADLINE,
+    RBC_STAT_GIVE_UPS_BUDGET,
+    RBC_STAT_UNHANDLED,
+    RBC_STAT_COUNT
+} rbc_stat;
+
+typedef struct {
+    PyObject_HEAD
+    unsigned long long counts[RBC_STAT_COUNT];
+    double slept; /* seconds of backoff slept (the delays, as computed) */
+#ifdef Py_GIL_DISABLED
+    PyMutex mutex;
+#endif
+} rbc_stats_object;
+
+#ifdef Py_GIL_DISABLED
+#define RBC_EXTRAS_LOCK(obj) PyMutex_Lock(&(obj)->mutex)
+#define RBC_EXTRAS_UNLOCK(obj) PyMutex_Unlock(&(obj)->mutex)
+#else
+/* The GIL serialises every update: none calls Python code. */
+#define RBC_EXTRAS_LOCK(obj) ((void)0)
+#define RBC_EXTRAS_UNLOCK(obj) ((void)0)
+#endif
+
+/* What a Retry holds (owned references, NULL when not set). */
+struct rbc_retry_extras {
+    PyObject *deadline;      /* the positive real given */
+    double deadline_seconds; /* its value */
+    rbc_budget_object *budget;
+    rbc_stats_object *stats;
+};
+typedef struct rbc_retry_extras rbc_retry_extras;
+
+/* Per call of call_with_retry: when it must end (monotonic seconds), or 0
+ * when the Retry had no deadline when the call started. */
+typedef struct {
+    double deadline_at;
+} rbc_call_extras;
+
+/* Module state. */
+typedef struct {
+    PyTypeObject *Budget_type;
+    PyTypeObject *Stats_type;
+    PyObject *stat_names[RBC_STAT_COUNT]; /* interned snapshot() keys */
+    PyObject *str_slept_seconds;
+    PyObject *str_deadline;
+    PyObject *str_budget;
+    PyObject *str_stats;
+} rbc_extras_state;
+
+struct rbc_state;
+
+int rbc_extras_init(struct rbc_state *st, PyObject *module);
+int rbc_extras_traverse(rbc_extras_state *es, visitproc visit, void *arg);
+void rbc_extras_clear(rbc_extras_state *es);
+
+/* ---- on the Retry object --------------------------------------------- */
+
+/* Retry(..., *, deadline=None, budget=None, stats=None): checks the three
+ * (None, or a positive real / a RetryBudget / a RetryStats; TypeError or
+ * ValueError naming the parameter) and sets them. */
+int rbc_retry_set_extras(struct rbc_state *st, const char *owner, rbc_retry_object *self,
+                         PyObject *deadline, PyObject *budget, PyObject *stats);
+/* A new block sharing `extras`'s objects (copy.copy and copy.deepcopy of
+ * a Retry keep the same budget and stats); 0, or -1 on MemoryError. */
+int rbc_retry_extras_copy(rbc_retry_object *to, const rbc_retry_object *from);
+int rbc_retry_extras_traverse(rbc_retry_object *self, visitproc visit, void *arg);
+void rbc_retry_extras_clear(rbc_retry_object *self);
+/* == of the extras: deadline by value, budget and stats by identity; a
+ * missing block (redis-py's Retry, other = NULL) has none.  1, 0, -1. */
+int rbc_retry_extras_equal(const rbc_retry_object *self, const rbc_retry_object *other);
+/* ", deadline=..., budget=..., stats=..." for the extras that are set. */
+PyObject *rbc_retry_extras_repr(const rbc_retry_object *self);
+/* Adds "deadline", "budget", "stats" (those set) to a pickle state dict. */
+int rbc_retry_extras_state(struct rbc_state *st, const rbc_retry_object *self, PyObject *state);
+
+/* Attributes deadline, budget, stats (in rbc_retry_getset). */
+PyObject *rbc_retry_deadline_get(PyObject *self, void *closure);
+int rbc_retry_deadline_set(PyObject *self, PyObject *value, void *closure);
+PyObject *rbc_retry_budget_get(PyObject *self, void *closure);
+int rbc_retry_budget_set(PyObject *self, PyObject *value, void *closure);
+PyObject *rbc_retry_stats_get(PyObject *self, void *closure);
+int rbc_retry_stats_set(PyObject *self, PyObject *value, void *closure);
+
+/* ---- the hooks of call_with_retry -------------------------------------- */
+
+void rbc_extras_begin_slow(rbc_retry_extras *extras, rbc_call_extras *call);
+void rbc_extras_failed_slow(rbc_retry_extras *extras, int caught);
+void rbc_extras_not_retryable_slow(rbc_retry_extras *extras);
+int rbc_extras_refuse_retry_slow(rbc_retry_extras *extras, int exhausted);
+
+/* Once, when the call starts (after reset()): counts the call and fixes
+ * its deadline. */
+static inline void
+rbc_extras_call_begin(rbc_retry_object *self, rbc_call_extras *call)
+{
+    call->deadline_at = 0.0;
+    if (self->extras != NULL) {
+        rbc_extras_begin_slow(self->extras, call);
+    }
+}
+
+/* do() returned: counts the attempt and the success, and gives the budget
+ * its token_ratio back. */
+static inline void
+rbc_extras_call_succeeded(rbc_retry_object *self)
+{
+    rbc_retry_extras *extras = self->extras;
+    if (extras == NULL) {
+        return;
+    }
+    rbc_stats_object *stats = extras->stats;
+    if (stats != NULL) {
+        RBC_EXTRAS_LOCK(stats);
+        stats->counts[RBC_STAT_ATTEMPTS]++;
+        stats->counts[RBC_STAT_SUCCESSES]++;
+        RBC_EXTRAS_UNLOCK(stats);
+    }
+    rbc_budget_object *budget = extras->budget;
+    if (budget != NULL) {
+        RBC_EXTRAS_LOCK(budget);
+        double tokens = budget->tokens + budget->token_ratio;
+        budget->tokens = tokens < budget->max_tokens ? tokens : budget->max_tokens;
+        RBC_EXTRAS_UNLOCK(budget);
+    }
+}
+
+/* Called by rbc_retry_catches for every error do() raised: an attempt,
+ * failed with a supported error (caught: one token taken) or passed
+ * through unhandled. */
+static inline void
+rbc_extras_attempt_failed(rbc_retry_object *self, int caught)
+{
+    if (self->extras != NULL) {
+        rbc_extras_failed_slow(self->extras, caught);
+    }
+}
+
+/* Called by rbc_retry_check_retryable when is_retryable said no. */
+static inline void
+rbc_extras_gave_up_not_retryable(rbc_retry_object *self)
+{
+    if (self->extras != NULL) {
+        rbc_extras_not_retryable_slow(self->extras);
+    }
+}
+
+/* Called by rbc_retry_exhausted after fail(): 1 when the retry is refused
+ * (retries exhausted, or the budget is at or below half), counted by
+ * reason; `exhausted` is redis-py's verdict. */
+static inline int
+rbc_extras_refuse_retry(rbc_retry_object *self, int exhausted)
+{
+    if (self->extras == NULL) {
+        return exhausted;
+    }
+    return rbc_extras_refuse_retry_slow(self->extras, exhausted);
+}
+
+/* Before sleeping `delay` (> 0): 1 to sleep, 0 to give up because the
+ * sleep would reach the call's deadline, -1 when delay is no real
+ * number.  Adds the delay to stats.slept_seconds when it sleeps. */
+int rbc_retry_before_sleep(rbc_retry_object *self, const rbc_call_extras *call, PyObject *delay);
+
+/* Before each attempt after the first (after the sleep, if any): 1 to
+ * call do() again (counted as a retry), 0 to give up because the deadline
+ * has passed. */
+int rbc_retry_before_retry(rbc_retry_object *self, const rbc_call_extras *call);
+
+#endif

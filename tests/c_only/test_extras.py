@@ -1,0 +1,825 @@
+"""The opt-in extras of both C Retry types (C side only: redis-py has none):
+Retry(..., *, deadline=, budget=, stats=), RetryBudget (gRFC A6 retry
+throttling) and RetryStats.
+
+Every rule of issue 13 is a test here, run on the sync Retry and on the
+asyncio one through the `flavor` fixture, which drives call_with_retry the
+same way on both (the asyncio one inside asyncio.run)."""
+
+import asyncio
+import copy
+import gc
+import math
+import pickle
+import sys
+import threading
+import time
+import weakref
+
+import pytest
+import redis.exceptions
+import redis.retry
+from leakcheck import assert_no_leak
+
+import redis_backoff_c
+import redis_backoff_c.asyncio.retry as async_retry_module
+import redis_backoff_c.retry as retry_module
+from redis_backoff_c import RetryBudget, RetryStats
+from redis_backoff_c.backoff import ConstantBackoff, ExponentialBackoff, NoBackoff
+
+CE = redis.exceptions.ConnectionError
+STAT_KEYS = [
+    "calls",
+    "attempts",
+    "successes",
+    "failed_attempts",
+    "retries",
+    "give_ups_exhausted",
+    "give_ups_not_retryable",
+    "give_ups_deadline",
+    "give_ups_budget",
+    "unhandled_errors",
+    "slept_seconds",
+]
+
+
+class Flavor:
+    """call_with_retry driven the same way on the sync and asyncio Retry:
+    `do` and `fail` are plain functions; the asyncio flavor wraps them in
+    coroutines.  `real_sleep` chooses whether the backoff really sleeps;
+    `slept` records the delays either way."""
+
+    def __init__(self, name, monkeypatch):
+        self.name = name
+        self.slept = []
+        self.real_sleep = False
+        if name == "sync":
+            self.Retry = retry_module.Retry
+
+            def sleep(delay):
+                self.slept.append(delay)
+                if self.real_sleep:
+                    time.sleep(delay)
+
+            monkeypatch.setattr(retry_module, "sleep", sleep)
+        else:
+            self.Retry = async_retry_module.Retry
+
+            async def asleep(delay):
+                self.slept.append(delay)
+                if self.real_sleep:
+                    await asyncio.sleep(delay)
+
+            monkeypatch.setattr(async_retry_module, "sleep", asleep)
+
+    def call(self, retry, do, fail=None, **kwargs):
+        fail = fail or (lambda error: None)
+        if self.name == "sync":
+            return retry.call_with_retry(do, fail, **kwargs)
+
+        async def ado():
+            return do()
+
+        async def afail(*args):
+            return fail(*args)
+
+        async def main():
+            return await retry.call_with_retry(ado, afail, **kwargs)
+
+        return asyncio.run(main())
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def flavor(request, monkeypatch):
+    return Flavor(request.param, monkeypatch)
+
+
+def failing(errors, then=None):
+    """do(): raises each of `errors` in turn (instances), then returns
+    `then`; .attempts counts its calls, .raised the errors raised."""
+
+    def do():
+        do.attempts += 1
+        if errors:
+            error = errors.pop(0)
+            do.raised.append(error)
+            raise error
+        return then
+
+    do.attempts = 0
+    do.raised = []
+    return do
+
+
+def always_failing(error_type=CE, pause=0.0):
+    def do():
+        do.attempts += 1
+        if pause:
+            time.sleep(pause)
+        error = error_type(f"attempt {do.attempts}")
+        do.raised.append(error)
+        raise error
+
+    do.attempts = 0
+    do.raised = []
+    return do
+
+
+# ---------------------------------------------------------------- construction
+
+
+def test_extras_default_to_none_and_are_keyword_only(flavor):
+    retry = flavor.Retry(NoBackoff(), 3)
+    assert (retry.deadline, retry.budget, retry.stats) == (None, None, None)
+    with pytest.raises(TypeError, match="at most 3 positional"):
+        flavor.Retry(NoBackoff(), 3, (CE,), 1.0)
+    budget, stats = RetryBudget(10, 0.1), RetryStats()
+    retry = flavor.Retry(NoBackoff(), 3, (CE,), deadline=0.5, budget=budget, stats=stats)
+    assert retry.deadline == 0.5
+    assert retry.budget is budget
+    assert retry.stats is stats
+    assert retry._supported_errors == (CE,)
+
+
+@pytest.mark.parametrize("deadline", [0.25, 1, 2**70, True, math.inf])
+def test_deadline_accepts_positive_reals_and_keeps_the_object(flavor, deadline):
+    retry = flavor.Retry(NoBackoff(), 1, deadline=deadline)
+    assert retry.deadline is deadline
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("1", TypeError),
+        (b"1", TypeError),
+        ([1], TypeError),
+        (0, ValueError),
+        (-1.5, ValueError),
+        (False, ValueError),
+        (math.nan, ValueError),
+    ],
+)
+def test_bad_deadline_is_refused_naming_it(flavor, value, error):
+    with pytest.raises(error, match="'deadline'"):
+        flavor.Retry(NoBackoff(), 1, deadline=value)
+    retry = flavor.Retry(NoBackoff(), 1, deadline=1.0)
+    with pytest.raises(error, match="deadline"):
+        retry.deadline = value
+    assert retry.deadline == 1.0
+
+
+@pytest.mark.parametrize("name", ["budget", "stats"])
+@pytest.mark.parametrize("value", [1, "budget", object(), RetryBudget, RetryStats])
+def test_budget_and_stats_must_be_their_type(flavor, name, value):
+    with pytest.raises(TypeError, match=f"'{name}'"):
+        flavor.Retry(NoBackoff(), 1, **{name: value})
+    retry = flavor.Retry(NoBackoff(), 1)
+    with pytest.raises(TypeError, match=name):
+        setattr(retry, name, value)
+    assert getattr(retry, name) is None
+
+
+def test_a_bad_extra_sets_none_of_them(flavor):
+    budget = RetryBudget(10, 0.1)
+    with pytest.raises(TypeError, match="'stats'"):
+        flavor.Retry(NoBackoff(), 1, deadline=1.0, budget=budget, stats=budget)
+
+
+def test_extras_are_writable_and_none_unsets_them(flavor):
+    retry = flavor.Retry(NoBackoff(), 1)
+    budget, stats = RetryBudget(4, 1), RetryStats()
+    retry.deadline, retry.budget, retry.stats = 2, budget, stats
+    assert (retry.deadline, retry.budget, retry.stats) == (2, budget, stats)
+    retry.deadline = retry.budget = retry.stats = None
+    assert (retry.deadline, retry.budget, retry.stats) == (None, None, None)
+    assert retry == flavor.Retry(NoBackoff(), 1)
+    for name in ("deadline", "budget", "stats"):
+        with pytest.raises(AttributeError, match="cannot delete"):
+            delattr(retry, name)
+
+
+def test_subclass_init_takes_the_extras(flavor):
+    class Sub(flavor.Retry):
+        pass
+
+    stats = RetryStats()
+    retry = Sub(NoBackoff(), 2, stats=stats, deadline=3)
+    assert (retry.stats, retry.deadline, retry.budget) == (stats, 3, None)
+    retry.__init__(NoBackoff(), 2)  # __init__ again: the extras given now, none
+    assert (retry.stats, retry.deadline) == (None, None)
+    with pytest.raises(TypeError):
+        Sub(NoBackoff(), 2, (CE,), 3)
+
+
+# ---------------------------------------------------------------- ==, hash, repr
+
+
+def test_equality_includes_the_extras(flavor):
+    budget, stats = RetryBudget(10, 0.1), RetryStats()
+    make = flavor.Retry
+    base = make(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=stats)
+    assert base == make(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=stats)
+    assert base == make(ExponentialBackoff(), 3, deadline=1 / 2, budget=budget, stats=stats)
+    # the deadline by value, budget and stats by identity
+    assert base != make(ExponentialBackoff(), 3, deadline=0.6, budget=budget, stats=stats)
+    assert base != make(
+        ExponentialBackoff(), 3, deadline=0.5, budget=RetryBudget(10, 0.1), stats=stats
+    )
+    assert base != make(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=RetryStats())
+    assert base != make(ExponentialBackoff(), 3, budget=budget, stats=stats)
+    assert make(ExponentialBackoff(), 3) != base
+    assert not (base == make(ExponentialBackoff(), 3))
+    # the redis-py fields still count
+    assert base != make(ExponentialBackoff(), 4, deadline=0.5, budget=budget, stats=stats)
+
+
+def test_hash_keeps_redis_pys_formula(flavor):
+    budget = RetryBudget(10, 0.1)
+    retry = flavor.Retry(ExponentialBackoff(), 3, (CE,), deadline=0.5, budget=budget)
+    assert hash(retry) == hash((ExponentialBackoff(), 3, frozenset((CE,))))
+    assert hash(retry) == hash(flavor.Retry(ExponentialBackoff(), 3, (CE,)))
+
+
+def test_without_extras_it_still_equals_redis_pys_retry(flavor):
+    family = redis.retry.Retry if flavor.name == "sync" else redis.asyncio.retry.Retry
+    ours = flavor.Retry(NoBackoff(), 3, (CE,))
+    theirs = family(redis.backoff.NoBackoff(), 3, (CE,))
+    assert ours == theirs and theirs == ours
+    assert hash(ours) == hash(theirs)
+    ours.stats = RetryStats()
+    assert ours != theirs  # ours has counters, theirs has none
+
+
+def test_repr_shows_the_extras_that_are_set(flavor):
+    retry = flavor.Retry(NoBackoff(), 3, (CE,))
+    plain = repr(retry)
+    assert "deadline" not in plain and "budget" not in plain and "stats" not in plain
+    retry.deadline = 0.25
+    assert repr(retry) == plain[:-1] + ", deadline=0.25)"
+    retry.budget = RetryBudget(10, 0.1)
+    assert repr(retry).endswith(
+        ", deadline=0.25, budget=RetryBudget(max_tokens=10, token_ratio=0.1, tokens=10.0))"
+    )
+    retry.deadline = None
+    retry.stats = RetryStats()
+    text = repr(retry)
+    assert ", deadline=" not in text
+    assert text.endswith(", stats=" + repr(retry.stats) + ")")
+
+
+# ---------------------------------------------------------------- copies, pickle
+
+
+@pytest.mark.parametrize("copier", [copy.copy, copy.deepcopy])
+def test_copies_share_the_budget_and_the_stats(flavor, copier):
+    budget, stats = RetryBudget(10, 0.1), RetryStats()
+    retry = flavor.Retry(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=stats)
+    twin = copier(retry)
+    assert twin is not retry and twin == retry
+    assert twin.budget is budget and twin.stats is stats and twin.deadline == 0.5
+    twin.deadline = 1.0  # the copy's own attribute
+    assert retry.deadline == 0.5
+    flavor.call(twin, failing([CE("x")], then=1))
+    assert stats.attempts == 2 and budget.tokens == 9.1
+
+
+def test_deepcopy_in_a_memo_shares_too(flavor):
+    budget = RetryBudget(10, 0.1)
+    retries = [flavor.Retry(NoBackoff(), 1, budget=budget) for _ in range(2)]
+    copies = copy.deepcopy(retries)
+    assert all(c.budget is budget for c in copies)
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_pickle_carries_the_extras_by_value(flavor, protocol):
+    budget, stats = RetryBudget(10, 0.5), RetryStats()
+    retry = flavor.Retry(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=stats)
+    flavor.call(retry, failing([CE("a"), CE("b")], then=1))
+    twin = pickle.loads(pickle.dumps(retry, protocol))
+    assert type(twin) is type(retry)
+    assert twin.deadline == 0.5
+    assert twin.budget is not budget and twin.stats is not stats
+    assert (
+        repr(twin.budget)
+        == repr(budget)
+        == ("RetryBudget(max_tokens=10, token_ratio=0.5, tokens=8.5)")
+    )
+    assert twin.stats.snapshot() == stats.snapshot()
+    # One pickle, one budget: Retries pickled together share theirs again.
+    a, b = pickle.loads(pickle.dumps([retry, copy.copy(retry)], protocol))
+    assert a.budget is b.budget and a.stats is b.stats and a == b
+
+
+def test_pickle_of_a_plain_retry_has_no_extras_state(flavor):
+    retry = flavor.Retry(NoBackoff(), 1)
+    state = retry.__reduce__()[2]
+    assert "deadline" not in state and "budget" not in state and "stats" not in state
+
+
+# ---------------------------------------------------------------- the deadline
+
+
+def test_gives_up_before_a_sleep_that_would_reach_the_deadline(flavor):
+    retry = flavor.Retry(ConstantBackoff(0.3), 10, deadline=0.2)
+    do = always_failing()
+    failed = []
+    with pytest.raises(CE) as raised:
+        flavor.call(retry, do, failed.append)
+    assert do.attempts == 1
+    assert flavor.slept == []
+    assert raised.value is do.raised[-1]  # the error being handled, as is
+    assert failed == do.raised  # fail() ran for it, as before a last retry
+
+
+def test_sleeps_while_the_sleep_ends_before_the_deadline(flavor):
+    flavor.real_sleep = True
+    retry = flavor.Retry(ConstantBackoff(0.04), 100, deadline=0.3)
+    do = always_failing()
+    start = time.monotonic()
+    with pytest.raises(CE) as raised:
+        flavor.call(retry, do)
+    elapsed = time.monotonic() - start
+    assert raised.value is do.raised[-1]
+    assert elapsed < 0.3  # never slept past it
+    # 0.3 / 0.04: at most 7 sleeps fit; on a loaded machine fewer
+    assert 1 <= len(flavor.slept) <= 7
+    assert do.attempts == len(flavor.slept) + 1
+
+
+def test_never_starts_an_attempt_after_the_deadline(flavor):
+    retry = flavor.Retry(NoBackoff(), 100, deadline=0.1)
+    do = always_failing(pause=0.04)
+    start = time.monotonic()
+    with pytest.raises(CE) as raised:
+        flavor.call(retry, do)
+    elapsed = time.monotonic() - start
+    assert raised.value is do.raised[-1]
+    # attempts start at 0, 0.04, 0.08 (+ overheads): none at or after 0.1
+    assert 1 <= do.attempts <= 3
+    assert elapsed < 0.1 + 0.04 + 0.05  # the last attempt started in time
+
+
+def test_the_deadline_is_per_call(flavor):
+    retry = flavor.Retry(NoBackoff(), 100, deadline=0.05)
+    with pytest.raises(CE):
+        flavor.call(retry, always_failing(pause=0.03))
+    time.sleep(0.06)  # past the first call's deadline
+    do = failing([CE("a"), CE("b")], then="ok")
+    assert flavor.call(retry, do) == "ok"
+    assert do.attempts == 3
+
+
+def test_without_a_deadline_the_retries_rule(flavor):
+    retry = flavor.Retry(ConstantBackoff(10), 2)
+    do = always_failing()
+    with pytest.raises(CE):
+        flavor.call(retry, do)
+    assert do.attempts == 3 and flavor.slept == [10, 10]
+
+
+def test_a_deadline_set_during_a_call_applies_from_the_next(flavor):
+    retry = flavor.Retry(ConstantBackoff(5), 2)
+
+    def fail(error):
+        retry.deadline = 0.001
+
+    do = always_failing()
+    with pytest.raises(CE):
+        flavor.call(retry, do, fail)
+    assert do.attempts == 3  # the call started without a deadline
+    do = always_failing()
+    with pytest.raises(CE):
+        flavor.call(retry, do)
+    assert do.attempts == 1
+
+
+def test_retries_exhausted_still_raise_before_the_deadline(flavor):
+    retry = flavor.Retry(NoBackoff(), 2, deadline=100)
+    do = always_failing()
+    with pytest.raises(CE) as raised:
+        flavor.call(retry, do)
+    assert do.attempts == 3 and raised.value is do.raised[-1]
+
+
+# ---------------------------------------------------------------- the budget
+
+
+def test_budget_attributes_are_read_only():
+    budget = RetryBudget(max_tokens=10, token_ratio=0.1)
+    assert budget.max_tokens == 10 and budget.token_ratio == 0.1
+    assert budget.tokens == 10.0  # starts full
+    for name in ("max_tokens", "token_ratio", "tokens"):
+        with pytest.raises(AttributeError):
+            setattr(budget, name, 1)
+    assert repr(budget) == "RetryBudget(max_tokens=10, token_ratio=0.1, tokens=10.0)"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "name"),
+    [
+        ({"max_tokens": "10", "token_ratio": 0.1}, TypeError, "max_tokens"),
+        ({"max_tokens": None, "token_ratio": 0.1}, TypeError, "max_tokens"),
+        ({"max_tokens": 10, "token_ratio": "0.1"}, TypeError, "token_ratio"),
+        ({"max_tokens": 0, "token_ratio": 0.1}, ValueError, "max_tokens"),
+        ({"max_tokens": -3, "token_ratio": 0.1}, ValueError, "max_tokens"),
+        ({"max_tokens": math.inf, "token_ratio": 0.1}, ValueError, "max_tokens"),
+        ({"max_tokens": math.nan, "token_ratio": 0.1}, ValueError, "max_tokens"),
+        ({"max_tokens": 10, "token_ratio": 0}, ValueError, "token_ratio"),
+        ({"max_tokens": 10, "token_ratio": -0.1}, ValueError, "token_ratio"),
+        ({"max_tokens": 10, "token_ratio": math.inf}, ValueError, "token_ratio"),
+    ],
+)
+def test_bad_budget_parameters_are_refused_naming_them(kwargs, error, name):
+    with pytest.raises(error, match=f"'{name}'"):
+        RetryBudget(**kwargs)
+    with pytest.raises(error, match=f"'{name}'"):
+        RetryBudget(*kwargs.values())
+
+
+def test_budget_signature():
+    with pytest.raises(TypeError, match="missing required argument 'token_ratio'"):
+        RetryBudget(10)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        RetryBudget(10, 0.1, tokens=3)
+    with pytest.raises(TypeError):
+
+        class Sub(RetryBudget):  # final: a subclass could not change its rules
+            pass
+
+
+def test_each_failed_attempt_takes_a_token_and_a_success_gives_the_ratio(flavor):
+    budget = RetryBudget(10, 0.25)
+    retry = flavor.Retry(NoBackoff(), 10, budget=budget)
+    assert flavor.call(retry, failing([CE("a"), CE("b")], then="ok")) == "ok"
+    assert budget.tokens == 10 - 2 + 0.25
+    assert flavor.call(retry, failing([], then="ok")) == "ok"
+    assert budget.tokens == 10 - 2 + 0.5
+    for _ in range(20):  # never above max_tokens
+        flavor.call(retry, failing([], then="ok"))
+    assert budget.tokens == 10.0
+
+
+def test_a_retry_needs_more_than_half_the_tokens(flavor):
+    budget = RetryBudget(10, 0.1)
+    retry = flavor.Retry(NoBackoff(), 100, budget=budget)
+    do = always_failing()
+    with pytest.raises(CE) as raised:
+        flavor.call(retry, do)
+    # tokens 10 -> 9 .. 5 after five failures; at 5 (not above 5) no retry
+    assert do.attempts == 5
+    assert budget.tokens == 5.0
+    assert raised.value is do.raised[-1]
+
+
+def test_the_first_attempt_is_never_refused_and_tokens_stay_at_or_above_zero(flavor):
+    budget = RetryBudget(4, 0.1)
+    retry = flavor.Retry(NoBackoff(), 100, budget=budget)
+    for _ in range(10):
+        do = always_failing()
+        with pytest.raises(CE):
+            flavor.call(retry, do)
+        assert do.attempts >= 1
+    assert budget.tokens == 0.0
+    do = failing([], then="up")
+    assert flavor.call(retry, do) == "up" and do.attempts == 1
+    assert budget.tokens == pytest.approx(0.1)
+    do = always_failing()
+    with pytest.raises(CE):
+        flavor.call(retry, do)
+    assert do.attempts == 1 and budget.tokens == 0.0
+
+
+def test_errors_passed_through_take_no_token(flavor):
+    budget = RetryBudget(10, 0.1)
+    retry = flavor.Retry(NoBackoff(), 3, (CE,), budget=budget)
+    with pytest.raises(KeyError):
+        flavor.call(retry, failing([KeyError("k")]))
+    assert budget.tokens == 10.0
+
+
+def test_a_supported_error_refused_by_is_retryable_takes_its_token(flavor):
+    budget = RetryBudget(10, 0.1)
+    retry = flavor.Retry(NoBackoff(), 3, budget=budget)
+    with pytest.raises(CE):
+        flavor.call(retry, failing([CE("x")]), is_retryable=lambda error: False)
+    assert budget.tokens == 9.0
+
+
+def test_one_budget_is_shared_by_retries_of_both_kinds(flavor):
+    budget = RetryBudget(6, 1)
+    sync_retry = retry_module.Retry(NoBackoff(), 100, budget=budget)
+    retry = flavor.Retry(NoBackoff(), 100, budget=budget)
+    with pytest.raises(CE):
+        sync_retry.call_with_retry(always_failing(), lambda error: None)
+    assert budget.tokens == 3.0
+    do = always_failing()
+    with pytest.raises(CE):
+        flavor.call(retry, do)
+    assert do.attempts == 1  # already at half: no retry for this Retry either
+
+
+def test_budget_pickles_by_value():
+    budget = RetryBudget(10, 0.1)
+    retry = retry_module.Retry(NoBackoff(), 100, budget=budget)
+    retry.call_with_retry(failing([CE("a"), CE("b"), CE("c")], then=1), lambda error: None)
+    assert budget.tokens == pytest.approx(7.1)
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        twin = pickle.loads(pickle.dumps(budget, protocol))
+        assert twin is not budget and repr(twin) == repr(budget)
+    with pytest.raises(ValueError, match="state"):
+        budget.__setstate__(11.0)
+    with pytest.raises(TypeError):
+        budget.__setstate__("3")
+
+
+def test_asyncio_tasks_share_one_budget():
+    budget, stats = RetryBudget(10, 0.1), RetryStats()
+    retry = async_retry_module.Retry(NoBackoff(), 100, budget=budget, stats=stats)
+
+    async def do():
+        await asyncio.sleep(0)
+        raise CE("down")
+
+    async def fail(error):
+        await asyncio.sleep(0)
+
+    async def one():
+        try:
+            await retry.call_with_retry(do, fail)
+        except CE:
+            return "gave up"
+
+    async def main():
+        return await asyncio.gather(*(one() for _ in range(50)))
+
+    assert asyncio.run(main()) == ["gave up"] * 50
+    assert budget.tokens == 0.0
+    # every call made its first attempt; only a few retries got through
+    assert stats.calls == 50 and stats.attempts < 50 + 10
+    assert stats.give_ups_budget == 50
+
+
+# ---------------------------------------------------------------- threads
+
+
+def test_threads_hammering_one_budget_keep_it_in_range():
+    max_tokens = 5
+    budget = RetryBudget(max_tokens, 0.7)
+    stats = RetryStats()
+    retry = retry_module.Retry(NoBackoff(), 3, budget=budget, stats=stats)
+    stop = threading.Event()
+    seen = []
+    errors = []
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def watch():
+        while not stop.is_set():
+            seen.append(budget.tokens)
+
+    def hammer(index):
+        try:
+            for i in range(3000):
+                if (i + index) % 3:
+                    try:
+                        retry.call_with_retry(always_failing(), lambda error: None)
+                    except CE:
+                        pass
+                else:
+                    retry.call_with_retry(lambda: i, lambda error: None)
+                seen.append(budget.tokens)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(8)]
+    watcher = threading.Thread(target=watch)
+    try:
+        watcher.start()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        stop.set()
+        watcher.join()
+        sys.setswitchinterval(interval)
+    assert not errors, errors
+    assert len(seen) > 24000
+    assert all(0.0 <= tokens <= max_tokens for tokens in seen)
+    assert min(seen) == 0.0 and max(seen) > max_tokens / 2  # both bounds were reached
+    snapshot = stats.snapshot()
+    assert snapshot["calls"] == 8 * 3000
+    assert snapshot["successes"] == 8000
+    assert snapshot["attempts"] == snapshot["successes"] + snapshot["failed_attempts"]
+    assert snapshot["attempts"] == snapshot["calls"] + snapshot["retries"]
+    gave_up = snapshot["give_ups_exhausted"] + snapshot["give_ups_budget"]
+    assert gave_up == 16000
+
+
+# ---------------------------------------------------------------- stats
+
+
+def test_stats_start_at_zero_and_snapshot_is_a_dict():
+    stats = RetryStats()
+    snapshot = stats.snapshot()
+    assert list(snapshot) == STAT_KEYS
+    assert snapshot == dict.fromkeys(STAT_KEYS, 0)
+    assert isinstance(snapshot["slept_seconds"], float)
+    assert all(getattr(stats, key) == 0 for key in STAT_KEYS)
+    with pytest.raises(TypeError):
+        RetryStats(1)
+    with pytest.raises(AttributeError):
+        stats.calls = 3
+    assert repr(stats).startswith("RetryStats(calls=0, attempts=0, ")
+
+
+def test_stats_count_every_outcome(flavor):
+    stats = RetryStats()
+    retry = flavor.Retry(ConstantBackoff(0.5), 2, (CE,), stats=stats)
+    assert flavor.call(retry, failing([], then=1)) == 1  # success at once
+    assert flavor.call(retry, failing([CE("a")], then=2)) == 2  # one retry
+    with pytest.raises(CE):  # exhausted
+        flavor.call(retry, always_failing())
+    with pytest.raises(CE):  # not retryable
+        flavor.call(retry, always_failing(), is_retryable=lambda error: False)
+    with pytest.raises(KeyError):  # passed through
+        flavor.call(retry, failing([KeyError("k")]))
+    retry.deadline = 0.1
+    with pytest.raises(CE):  # the deadline: the 0.5 s sleep would reach it
+        flavor.call(retry, always_failing())
+    retry.deadline = None
+    retry.budget = RetryBudget(2, 0.1)
+    with pytest.raises(CE):  # the budget: 2 -> 1, not above 1
+        flavor.call(retry, always_failing())
+    assert stats.snapshot() == {
+        "calls": 7,
+        "attempts": 1 + 2 + 3 + 1 + 1 + 1 + 1,
+        "successes": 2,
+        "failed_attempts": 1 + 3 + 1 + 1 + 1,
+        "retries": 1 + 2,
+        "give_ups_exhausted": 1,
+        "give_ups_not_retryable": 1,
+        "give_ups_deadline": 1,
+        "give_ups_budget": 1,
+        "unhandled_errors": 1,
+        "slept_seconds": 0.5 * 3,
+    }
+    assert flavor.slept == [0.5] * 3
+    stats.reset()
+    assert stats.snapshot() == dict.fromkeys(STAT_KEYS, 0)
+
+
+def test_stats_count_a_deadline_reached_after_the_sleep(flavor):
+    stats = RetryStats()
+    retry = flavor.Retry(NoBackoff(), 100, deadline=0.05, stats=stats)
+    with pytest.raises(CE):
+        flavor.call(retry, always_failing(pause=0.03))
+    snapshot = stats.snapshot()
+    assert snapshot["give_ups_deadline"] == 1
+    assert snapshot["attempts"] == snapshot["retries"] + 1 == snapshot["failed_attempts"]
+
+
+def test_stats_pickle_by_value():
+    stats = RetryStats()
+    retry = retry_module.Retry(NoBackoff(), 1, stats=stats)
+    retry.call_with_retry(lambda: 1, lambda error: None)
+    twin = pickle.loads(pickle.dumps(stats))
+    assert twin is not stats and twin.snapshot() == stats.snapshot()
+    with pytest.raises(TypeError):
+        twin.__setstate__({"calls": "many"})
+
+
+def test_threads_counting_into_one_stats():
+    stats = RetryStats()
+    retry = retry_module.Retry(NoBackoff(), 1, stats=stats)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def work():
+        for _ in range(5000):
+            retry.call_with_retry(lambda: 1, lambda error: None)
+            try:
+                retry.call_with_retry(always_failing(), lambda error: None)
+            except CE:
+                pass
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    n = 6 * 5000
+    assert stats.snapshot() == {
+        **dict.fromkeys(STAT_KEYS, 0),
+        "calls": 2 * n,
+        "attempts": 3 * n,
+        "successes": n,
+        "failed_attempts": 2 * n,
+        "retries": n,
+        "give_ups_exhausted": n,
+        "slept_seconds": 0.0,
+    }
+
+
+# ---------------------------------------------------------------- GC, leaks
+
+
+def test_a_retry_with_extras_in_a_cycle_is_collected(flavor):
+    class Sub(flavor.Retry):
+        pass
+
+    budget, stats = RetryBudget(10, 0.1), RetryStats()
+    retry = Sub(NoBackoff(), 1, deadline=1.0, budget=budget, stats=stats)
+    retry.me = retry
+    ref = weakref.ref(retry)
+    del retry
+    gc.collect()
+    assert ref() is None
+    assert sys.getrefcount(budget) == 2 and sys.getrefcount(stats) == 2
+
+
+def test_no_leak_on_the_paths_with_extras():
+    budget, stats = RetryBudget(10, 0.1), RetryStats()
+    retry = retry_module.Retry(NoBackoff(), 2, deadline=10.0, budget=budget, stats=stats)
+
+    def run():
+        retry.call_with_retry(lambda: 1, lambda error: None)
+        try:
+            retry.call_with_retry(always_failing(), lambda error: None)
+        except CE:
+            pass
+        copy.deepcopy(retry)
+        budget.tokens  # noqa: B018 - the getter
+        stats.snapshot()
+        repr(retry)
+
+    assert_no_leak(run, watched=[retry, budget, stats])
+
+
+def test_top_level_exports():
+    assert redis_backoff_c.RetryBudget is RetryBudget
+    assert redis_backoff_c.RetryStats is RetryStats
+    assert "RetryBudget" in redis_backoff_c.__all__ and "RetryStats" in redis_backoff_c.__all__
+
+
+# ---------------------------------------------------------------- reentrancy
+
+
+def test_fail_callback_changing_the_extras_mid_call(flavor):
+    first, second = RetryStats(), RetryStats()
+    budget = RetryBudget(10, 0.1)
+    retry = flavor.Retry(NoBackoff(), 3, budget=budget, stats=first)
+    calls = []
+
+    def fail(error):
+        calls.append(error)
+        if len(calls) == 1:
+            retry.stats = second
+            retry.budget = None
+        elif len(calls) == 2:
+            retry.stats = None  # the Retry is plain again
+            retry.deadline = 5.0
+
+    do = failing([CE("a"), CE("b"), CE("c")], then="done")
+    assert flavor.call(retry, do, fail) == "done"
+    assert first.snapshot()["failed_attempts"] == 1 and first.calls == 1
+    assert second.snapshot()["failed_attempts"] == 1 and second.retries == 1
+    assert budget.tokens == 9.0  # only the first failure was under the budget
+
+
+class Delay:
+    """A delay whose __float__ takes the Retry's extras away."""
+
+    def __init__(self, retry, seconds):
+        self.retry, self.seconds = retry, seconds
+
+    def __float__(self):
+        self.retry.stats = None
+        self.retry.deadline = None
+        return self.seconds
+
+    def __gt__(self, other):
+        return self.seconds > other
+
+
+class DelayBackoff:
+    def __init__(self):
+        self.retry = None
+
+    def reset(self):
+        pass
+
+    def compute(self, failures):
+        return Delay(self.retry, 0.01)
+
+
+def test_a_delay_whose_float_changes_the_extras(flavor):
+    backoff = DelayBackoff()
+    retry = flavor.Retry(backoff, 2, deadline=10.0, stats=RetryStats())
+    backoff.retry = retry
+    do = failing([CE("a"), CE("b")], then="ok")
+    assert flavor.call(retry, do) == "ok"
+    assert retry.stats is None and do.attempts == 3

@@ -1,0 +1,47 @@
+"""Helpers shared by the test modules: the two implementations, the
+strategy name lists, and a sleep patch.  Test modules import them from here
+(`from support import ...`); conftest.py holds only fixtures and hooks."""
+
+import importlib
+from types import SimpleNamespace
+
+
+def _load(side):
+    if side == "redis-py":
+        names = {
+            "backoff": "redis.backoff",
+            "retry": "redis.retry",
+            "asyncio_retry": "redis.asyncio.retry",
+        }
+    else:
+        names = {
+            "backoff": "redis_backoff_c.backoff",
+            "retry": "redis_backoff_c.retry",
+            "asyncio_retry": "redis_backoff_c.asyncio.retry",
+        }
+    modules = {key: importlib.import_module(name) for key, name in names.items()}
+    return SimpleNamespace(name=side, **modules)
+
+
+IMPLEMENTATIONS = {side: _load(side) for side in ("redis-py", "c")}
+
+# The seven strategies by name, in redis.backoff's order, grouped by formula:
+# the jittered ones draw from a random source, the capped ones take
+# (cap, base), all take compute(failures).
+JITTERED = [
+    "FullJitterBackoff",
+    "EqualJitterBackoff",
+    "DecorrelatedJitterBackoff",
+    "ExponentialWithJitterBackoff",
+]
+CAPPED = ["ExponentialBackoff", *JITTERED]
+ALL = ["ConstantBackoff", "NoBackoff", *CAPPED]
+
+
+def patch_sleep(impl, monkeypatch, record=None):
+    """Replace the sleep that `impl`'s sync Retry sleeps through
+    (redis.retry.sleep, redis_backoff_c.retry.sleep) by one that records
+    its delay in `record` (a list, returned) instead of sleeping."""
+    record = [] if record is None else record
+    monkeypatch.setattr(impl.retry, "sleep", lambda delay: record.append(("sleep", delay)))
+    return record
