@@ -61,7 +61,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 py=$VENV/bin/python
 rm -rf build
-"$py" -m pip install --quiet --disable-pip-version-check . pytest pytest-asyncio pytest-timeout packaging
+REDIS_BACKOFF_C_REQUIRE_EXTENSION=1 "$py" -m pip install --quiet --disable-pip-version-check . pytest pytest-asyncio pytest-timeout packaging
 version=$("$py" -c 'import importlib.metadata as m; print(m.version("redis"))')
 say "redis-py $version; virtualenv ready in $((SECONDS - t0))s"
 
