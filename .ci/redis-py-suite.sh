@@ -126,15 +126,38 @@ cluster_tests=(
         or TestClusterNodeConnectionHandling or retry or Retry or reinitialize"
 )
 
+# run NAME URL PLUGIN_ARGS... -- TESTS...: one pytest run, its outcomes in
+# $work/NAME.xml. Failing tests are the point of the comparison, not an error.
+run() {
+    local name=$1 url=$2
+    shift 2
+    local plugin=()
+    while [ "$1" != -- ]; do
+        plugin+=("$1")
+        shift
+    done
+    shift
+    local t=$SECONDS
+    (cd "$suite" && PYTHONPATH="$repo/.ci" "$py" -m pytest -q -p no:cacheprovider \
+        -o addopts= -o log_cli=false "${plugin[@]}" --redis-url="$url" \
+        --junitxml="$work/$name.xml" "$@" >"$work/$name.log" 2>&1) || true
+    say "$name: $(tail -n 1 "$work/$name.log") ($((SECONDS - t))s)"
+    if ! tail -n 1 "$work/$name.log" | grep -q passed; then
+        tail -n 40 "$work/$name.log" >&2
+    fi
+}
+
 # Each plain run beside the other kind's patched run: two cores, and never
 # two runs on one server (the tests flush it).
 t0=$SECONDS
 run standalone-plain "redis://127.0.0.1:$port/0" -- "${standalone_tests[@]}" &
+beside=$!
 run cluster-patched "redis://127.0.0.1:16379/0" -p redis_py_suite_patch -- "${cluster_tests[@]}"
-wait %%
+wait "$beside"
 run standalone-patched "redis://127.0.0.1:$port/0" -p redis_py_suite_patch -- "${standalone_tests[@]}" &
+beside=$!
 run cluster-plain "redis://127.0.0.1:16379/0" -- "${cluster_tests[@]}"
-wait %%
+wait "$beside"
 say "four runs in $((SECONDS - t0))s"
 
 grep -q "redis_backoff_c.patch(): " "$work/standalone-patched.log" "$work/cluster-patched.log" || {
