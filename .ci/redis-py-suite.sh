@@ -122,8 +122,7 @@ standalone_tests=(
 cluster_tests=(
     tests/test_cluster.py tests/test_asyncio/test_cluster.py
     tests/test_cluster_transaction.py tests/test_asyncio/test_cluster_transaction.py
-    -k "TestClusterTransaction or TestClusterConnectionErrorHandling or TestNodesManager
-        or TestClusterNodeConnectionHandling or retry or Retry or reinitialize"
+    -k "TestClusterTransaction or TestClusterConnectionErrorHandling or TestNodesManager or TestClusterNodeConnectionHandling or retry or Retry or reinitialize"
 )
 
 # run NAME URL PLUGIN_ARGS... -- TESTS...: one pytest run, its outcomes in
