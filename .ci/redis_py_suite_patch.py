@@ -16,7 +16,7 @@ if not REPORT.active:
     raise RuntimeError(f"redis_backoff_c.patch() did not take: {REPORT}")
 
 
-def pytest_report_header(config):
+def _describe():
     import redis.asyncio.retry
     import redis.retry
 
@@ -26,6 +26,15 @@ def pytest_report_header(config):
         f"redis.asyncio.retry.Retry is {redis.asyncio.retry.Retry.__module__}."
         f"{redis.asyncio.retry.Retry.__qualname__}"
     )
+
+
+def pytest_report_header(config):
+    return _describe()
+
+
+def pytest_terminal_summary(terminalreporter):
+    # Also under -q, which hides the header: .ci/redis-py-suite.sh looks for it.
+    terminalreporter.write_line(_describe())
 
 
 def pytest_sessionfinish(session, exitstatus):
