@@ -6,6 +6,9 @@
 #
 # PYTHON  the interpreter to test with (default: python3 on PATH)
 # VENV    the virtualenv to use or create (default: .venv in the repository)
+# REDIS_PY  a pip requirement for redis-py, installed after the package (for
+#           example 'redis==8.1.0'; default: the newest release the package
+#           allows, as a user gets it)
 #
 # The tests import the installed package from site-packages, never the
 # checkout's redis_backoff_c/: `python -I` leaves the working directory off
@@ -60,6 +63,10 @@ export REDIS_BACKOFF_C_REQUIRE_EXTENSION=${REDIS_BACKOFF_C_REQUIRE_EXTENSION:-1}
 # build/ by an earlier run, compiled with other flags or since deleted.
 rm -rf build
 "$py" -m pip install --quiet --disable-pip-version-check '.[test]'
+if [ -n "${REDIS_PY:-}" ]; then
+    say "installing $REDIS_PY"
+    "$py" -m pip install --quiet --disable-pip-version-check "$REDIS_PY"
+fi
 
 say "running the tests with $("$py" -V 2>&1)"
 status=0

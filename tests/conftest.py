@@ -8,6 +8,7 @@ both sides.  A test that passes on only one side has found a bug.
 import random
 
 import pytest
+import redis
 from support import IMPLEMENTATIONS, patch_sleep
 
 import redis_backoff_c
@@ -51,7 +52,7 @@ def sleeps(impl, monkeypatch):
 def pytest_report_header(config):
     return (
         f"redis_backoff_c implementation: {redis_backoff_c.IMPLEMENTATION}, "
-        f"asyncio design: {async_design()}"
+        f"asyncio design: {async_design()}, redis-py {redis.__version__}"
     )
 
 
