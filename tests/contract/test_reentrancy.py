@@ -196,7 +196,8 @@ def test_base_whose_conversion_assigns_the_parameters():
             strategy = getattr(impl.backoff, name)(fresh(4.0), Base())
             random.seed(1)
             results.append(outcome(lambda: strategy.compute(3)))
-            results.append((strategy._cap, strategy._base))
+            base = strategy._base  # Base() itself under 8.0 and 8.1
+            results.append((strategy._cap, base if isinstance(base, float) else "Base"))
         return results
 
     both(play)
