@@ -11,12 +11,21 @@
  *   replaced random.uniform...), so results are equal wherever redis-py
  *   returns one.
  *
- * Both replace redis-py's OverflowError for failure counts >= 1024 by the
- * formula's value: base * 2**failures is then past any float cap.
+ * base * 2**failures follows the rule of the installed redis-py, read once
+ * when the module is executed (it imports redis.backoff there anyway):
+ *
+ * - redis-py 8.0 and 8.1 compute base * 2**failures with Python numbers.
+ *   Both paths replace their OverflowError for failure counts >= 1024 by
+ *   the formula's value: base * 2**failures is then past any float cap.
+ * - redis-py 8.2 has redis.backoff._exponential(x, failures):
+ *   math.ldexp(x, failures), math.inf where that raises OverflowError.  The
+ *   C types then do exactly that (ldexp_rule below), so huge counts are
+ *   capped by redis-py itself and there is nothing to improve.
  */
 #include "state.h"
 #include "args.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -275,6 +284,107 @@ generic_scaled(rbc_state *st, PyObject *x, PyObject *failures)
     return scaled_out_of_range(x, positive ? 1 : -1);
 }
 
+/* ---------------------------------------------------------------------- */
+/* redis-py 8.2's rule: _exponential(x, failures)                          */
+
+/* math.ldexp(x, n) for an int n (clamped to the range of a C int, as
+ * CPython's math_ldexp does), with _exponential's +inf wherever ldexp
+ * raises OverflowError: a result past the float range, of either sign. */
+static inline double
+ldexp_or_infinity(double x, long long n)
+{
+    if (x == 0.0 || !isfinite(x)) {
+        return x; /* math.ldexp returns zeros, infinities and NaNs as they are */
+    }
+    if (n > INT_MAX) {
+        return HUGE_VAL; /* overflow for any finite non-zero x */
+    }
+    if (n < INT_MIN) {
+        n = INT_MIN; /* underflow: ldexp gives the zero of x's sign */
+    }
+    double r;
+    if (n >= -1022 && n <= 1023) {
+        /* 2**n is a normal float and the product is rounded once, as
+         * ldexp rounds: the same double, without the call into libm. */
+        r = x * normal_power_of_two((int)n);
+    }
+    else {
+        r = ldexp(x, (int)n);
+    }
+    return isinf(r) ? HUGE_VAL : r;
+}
+
+/* _exponential(x, failures) in doubles when failures is an exact int or
+ * bool of one digit, read inline.  Returns 1 with *out set, or 0 when the
+ * generic path must decide (any other count, a huge int included). */
+static inline int
+exponential_ldexp_double(double x, PyObject *failures, double *out)
+{
+    long long n;
+    if (!((PyLong_CheckExact(failures) || PyBool_Check(failures))
+          && rbc_small_int_value(failures, &n))) {
+        return 0;
+    }
+    *out = ldexp_or_infinity(x, n);
+    return 1;
+}
+
+/* _exponential(x, failures) with objects, in math.ldexp's order: x through
+ * the float protocol first (an OverflowError there, from a huge int, is
+ * caught by _exponential as well: +inf), then failures must be an int (a
+ * subclass too: its value is read without calling __index__).  A new float. */
+static PyObject *
+generic_exponential_ldexp(PyObject *x, PyObject *failures)
+{
+    double x_value = PyFloat_AsDouble(x);
+    if (x_value == -1.0 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        return PyFloat_FromDouble(HUGE_VAL);
+    }
+    if (!PyLong_Check(failures)) {
+        PyErr_Format(PyExc_TypeError, "compute() argument 'failures' must be int, not %.200s",
+                     Py_TYPE(failures)->tp_name);
+        return NULL;
+    }
+    int overflow;
+    long long n = PyLong_AsLongLongAndOverflow(failures, &overflow);
+    if (n == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (overflow != 0) {
+        /* Past every C int: ldexp_or_infinity clamps these alike. */
+        n = overflow > 0 ? LLONG_MAX : LLONG_MIN;
+    }
+    return PyFloat_FromDouble(ldexp_or_infinity(x_value, n));
+}
+
+/* ---------------------------------------------------------------------- */
+/* The rule of the installed redis-py                                      */
+
+/* x * 2**failures (8.0, 8.1) or _exponential(x, failures) (8.2) in doubles;
+ * 0 when the generic path must decide. */
+static inline int
+exponential_double(const rbc_strategies_state *ss, double x, PyObject *failures, double *out)
+{
+    if (ss->ldexp_rule) {
+        return exponential_ldexp_double(x, failures, out);
+    }
+    return scale_by_power_of_two(x, failures, out);
+}
+
+/* The same with objects.  New reference. */
+static PyObject *
+generic_exponential(rbc_state *st, PyObject *x, PyObject *failures)
+{
+    if (st->strategies.ldexp_rule) {
+        return generic_exponential_ldexp(x, failures);
+    }
+    return generic_scaled(st, x, failures);
+}
+
 /* min(a, b) and max(a, b) as the builtins choose: the first argument
  * unless the second compares strictly less (greater).  New reference. */
 static PyObject *
@@ -376,16 +486,19 @@ uniform_from_doubles(rbc_state *st, PyObject *a_obj, double a, PyObject *b_obj, 
 /* ---------------------------------------------------------------------- */
 /* compute()                                                               */
 
+/* Below, exponential(x, failures) is x * 2**failures under redis-py 8.0
+ * and 8.1, _exponential(x, failures) under 8.2 (see the top of the file). */
+
 static PyObject *
 compute_exponential(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
     double cap_value, product;
     if (PyFloat_CheckExact(base) && exact_double(cap, &cap_value)
-        && scale_by_power_of_two(PyFloat_AS_DOUBLE(base), failures, &product)) {
-        /* min(cap, base * 2**failures) */
+        && exponential_double(&st->strategies, PyFloat_AS_DOUBLE(base), failures, &product)) {
+        /* min(cap, exponential(base, failures)) */
         return product < cap_value ? PyFloat_FromDouble(product) : Py_NewRef(cap);
     }
-    PyObject *scaled = generic_scaled(st, base, failures);
+    PyObject *scaled = generic_exponential(st, base, failures);
     if (scaled == NULL) {
         return NULL;
     }
@@ -394,14 +507,15 @@ compute_exponential(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fail
     return result;
 }
 
-/* min(cap, base * 2**failures) as a double, when the fast path applies.
- * *chosen_cap tells whether the cap object itself is the minimum. */
+/* min(cap, exponential(base, failures)) as a double, when the fast path
+ * applies.  *chosen_cap tells whether the cap object itself is the minimum. */
 static inline int
-capped_scaled_double(PyObject *cap, PyObject *base, PyObject *failures, double *out, int *chosen_cap)
+capped_scaled_double(const rbc_strategies_state *ss, PyObject *cap, PyObject *base,
+                     PyObject *failures, double *out, int *chosen_cap)
 {
     double cap_value, product;
     if (!(PyFloat_CheckExact(base) && exact_double(cap, &cap_value)
-          && scale_by_power_of_two(PyFloat_AS_DOUBLE(base), failures, &product))) {
+          && exponential_double(ss, PyFloat_AS_DOUBLE(base), failures, &product))) {
         return 0;
     }
     *chosen_cap = !(product < cap_value);
@@ -409,19 +523,21 @@ capped_scaled_double(PyObject *cap, PyObject *base, PyObject *failures, double *
     return 1;
 }
 
-/* min(cap, base * 2**failures) with objects, as the bound of a jittered
- * draw (see bound_in_float_range). */
+/* min(cap, exponential(base, failures)) with objects, as the bound of a
+ * jittered draw: under redis-py 8.0 and 8.1 made safe for float arithmetic
+ * (see bound_in_float_range).  Under 8.2 the bound is a float or the cap
+ * itself, passed on as redis-py passes it. */
 static PyObject *
 generic_capped_scaled(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
-    PyObject *scaled = generic_scaled(st, base, failures);
+    PyObject *scaled = generic_exponential(st, base, failures);
     if (scaled == NULL) {
         return NULL;
     }
     PyObject *high = py_min(cap, scaled);
     Py_DECREF(scaled);
-    if (high == NULL) {
-        return NULL;
+    if (high == NULL || st->strategies.ldexp_rule) {
+        return high;
     }
     PyObject *result = bound_in_float_range(&st->strategies, high);
     Py_DECREF(high);
@@ -431,10 +547,10 @@ generic_capped_scaled(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fa
 static PyObject *
 compute_full_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
-    /* uniform(0, min(cap, base * 2**failures)) */
+    /* uniform(0, min(cap, exponential(base, failures))) */
     double high;
     int chosen_cap;
-    if (capped_scaled_double(cap, base, failures, &high, &chosen_cap)) {
+    if (capped_scaled_double(&st->strategies, cap, base, failures, &high, &chosen_cap)) {
         return uniform_from_doubles(st, st->strategies.int_zero, 0.0,
                                     chosen_cap ? cap : NULL, high);
     }
@@ -450,11 +566,11 @@ compute_full_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fail
 static PyObject *
 compute_equal_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
-    /* temp = min(cap, base * 2**failures) / 2; temp + uniform(0, temp) */
+    /* temp = min(cap, exponential(base, failures)) / 2; temp + uniform(0, temp) */
     double high;
     int chosen_cap;
     PyObject *temp_obj;
-    if (capped_scaled_double(cap, base, failures, &high, &chosen_cap)) {
+    if (capped_scaled_double(&st->strategies, cap, base, failures, &high, &chosen_cap)) {
         double temp = high / 2.0, jitter;
         int status = rbc_random_uniform(&st->random, 0.0, temp, &jitter);
         if (status == 0) {
@@ -489,7 +605,7 @@ compute_equal_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fai
 static PyObject *
 compute_exponential_with_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
-    /* min(cap, random.random() * base * 2**failures) */
+    /* min(cap, exponential(random.random() * base, failures)) */
     double r, cap_value, product;
     PyObject *r_obj;
     int status = rbc_random_random(&st->random, &r, &r_obj);
@@ -498,7 +614,8 @@ compute_exponential_with_jitter(rbc_state *st, PyObject *cap, PyObject *base, Py
     }
     if (status == 0) {
         if (PyFloat_CheckExact(base) && exact_double(cap, &cap_value)
-            && scale_by_power_of_two(r * PyFloat_AS_DOUBLE(base), failures, &product)) {
+            && exponential_double(&st->strategies, r * PyFloat_AS_DOUBLE(base), failures,
+                                  &product)) {
             return product < cap_value ? PyFloat_FromDouble(product) : Py_NewRef(cap);
         }
         r_obj = PyFloat_FromDouble(r);
@@ -510,7 +627,7 @@ compute_exponential_with_jitter(rbc_state *st, PyObject *cap, PyObject *base, Py
     PyObject *jittered_base = PyNumber_Multiply(r_obj, base);
     Py_DECREF(r_obj);
     if (jittered_base != NULL) {
-        PyObject *scaled = generic_scaled(st, jittered_base, failures);
+        PyObject *scaled = generic_exponential(st, jittered_base, failures);
         Py_DECREF(jittered_base);
         if (scaled != NULL) {
             result = py_min(cap, scaled);
@@ -1447,6 +1564,27 @@ static PyType_Spec specs[RBC_STRATEGY_COUNT] = {
 /* ---------------------------------------------------------------------- */
 /* Module state                                                            */
 
+/* Which exponential rule the installed redis-py follows: redis-py 8.2
+ * added redis.backoff._exponential (math.ldexp), 8.0 and 8.1 have none.
+ * The feature is detected, not the version.  The module exposes the choice
+ * as _EXPONENTIAL_RULE ("ldexp" or "power") for tests and bug reports. */
+static int
+detect_exponential_rule(rbc_strategies_state *ss, PyObject *redis_backoff)
+{
+    PyObject *name = PyUnicode_FromString("_exponential"), *function;
+    if (name == NULL) {
+        return -1;
+    }
+    int found = rbc_get_optional_attr(redis_backoff, name, &function);
+    Py_DECREF(name);
+    if (found < 0) {
+        return -1;
+    }
+    Py_XDECREF(function);
+    ss->ldexp_rule = found;
+    return 0;
+}
+
 static int
 import_redis_classes(rbc_strategies_state *ss)
 {
@@ -1462,6 +1600,9 @@ import_redis_classes(rbc_strategies_state *ss)
     if (status == 0) {
         ss->abstract_backoff = PyObject_GetAttrString(redis_backoff, "AbstractBackoff");
         status = ss->abstract_backoff == NULL ? -1 : 0;
+    }
+    if (status == 0) {
+        status = detect_exponential_rule(ss, redis_backoff);
     }
     Py_DECREF(redis_backoff);
     return status;
@@ -1531,7 +1672,10 @@ rbc_strategies_init(rbc_state *st, PyObject *module)
         }
     }
     if (PyModule_AddObjectRef(module, "DEFAULT_CAP", ss->default_cap) < 0
-        || PyModule_AddObjectRef(module, "DEFAULT_BASE", ss->default_base) < 0) {
+        || PyModule_AddObjectRef(module, "DEFAULT_BASE", ss->default_base) < 0
+        || PyModule_AddStringConstant(module, "_EXPONENTIAL_RULE",
+                                      ss->ldexp_rule ? "ldexp" : "power")
+               < 0) {
         return -1;
     }
     return 0;

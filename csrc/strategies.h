@@ -33,6 +33,10 @@ typedef struct {
     PyObject *str_backoff;
     PyObject *str_previous_backoff;
     PyObject *str_dict;
+    /* 1 when the installed redis.backoff has _exponential (redis-py 8.2):
+     * the exponential strategies then follow math.ldexp, else
+     * base * 2**failures.  Set once, when the module is executed. */
+    int ldexp_rule;
 } rbc_strategies_state;
 
 struct rbc_state;

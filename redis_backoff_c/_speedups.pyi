@@ -5,7 +5,7 @@
 # so isinstance() holds and redis-py's own signatures, which take
 # redis.backoff.AbstractBackoff, accept these objects in a type checker too.
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any, Final, TypedDict, TypeVar, final
+from typing import Any, Final, Literal, TypedDict, TypeVar, final
 
 import redis.asyncio.retry
 import redis.backoff
@@ -15,6 +15,9 @@ from typing_extensions import Self, disjoint_base
 
 DEFAULT_CAP: Final = 0.512
 DEFAULT_BASE: Final = 0.008
+# The installed redis-py's exponential rule, detected when the module is
+# executed: "ldexp" (redis-py 8.2's _exponential) or "power" (base * 2**failures).
+_EXPONENTIAL_RULE: Final[Literal["ldexp", "power"]]
 
 @disjoint_base
 class ConstantBackoff(redis.backoff.ConstantBackoff):

@@ -5,6 +5,8 @@ strategy name lists, and a sleep patch.  Test modules import them from here
 import importlib
 from types import SimpleNamespace
 
+import redis.backoff
+
 
 def _load(side):
     if side == "redis-py":
@@ -45,3 +47,18 @@ def patch_sleep(impl, monkeypatch, record=None):
     record = [] if record is None else record
     monkeypatch.setattr(impl.retry, "sleep", lambda delay: record.append(("sleep", delay)))
     return record
+
+
+# redis-py 8.2 computes the exponential strategies' base * 2**failures as
+# redis.backoff._exponential(base, failures): math.ldexp, math.inf where it
+# overflows (so any int count gives a value, and a float count is a
+# TypeError).  8.0 and 8.1 compute base * 2**failures with Python numbers.
+# The C types follow whichever is installed.
+LDEXP_RULE = hasattr(redis.backoff, "_exponential")
+
+
+def exponential(x, failures):
+    """base * 2**failures as the installed redis-py computes it."""
+    if LDEXP_RULE:
+        return redis.backoff._exponential(x, failures)
+    return x * 2**failures

@@ -1,12 +1,16 @@
 """The C strategies' deliberate improvements over redis-py (C side only).
 
 - failure counts past 1023, of any size, give the formula's value instead
-  of OverflowError, without computing a huge power;
+  of OverflowError, without computing a huge power.  redis-py 8.2 does so
+  itself (math.ldexp, inf on overflow) and the C types then follow its rule,
+  so there these tests check the same values, and that a float count is the
+  TypeError 8.2 raises;
 - parameters and failure counts of the wrong type raise TypeError naming
   them, at construction for parameters;
 - a readable repr().
 """
 
+import contextlib
 import math
 import random
 from decimal import Decimal
@@ -14,46 +18,84 @@ from fractions import Fraction
 
 import pytest
 import redis.backoff
+from support import LDEXP_RULE
 
 import redis_backoff_c.backoff as backoff
+from redis_backoff_c import _speedups
 
 JITTERED_WITH_COUNT = ["FullJitterBackoff", "EqualJitterBackoff", "ExponentialWithJitterBackoff"]
 USES_FAILURES = ["ExponentialBackoff"] + JITTERED_WITH_COUNT
 HUGE = [1024, 1025, 5000, 2**63, 10**30, 10**400, 1024.0, 1e300]
 
 
-def test_redis_py_still_overflows():
-    # The premise: if redis-py ever stops raising here, revisit this module.
-    with pytest.raises(OverflowError):
-        redis.backoff.ExponentialBackoff().compute(1024)
+def test_the_rule_follows_the_installed_redis_py():
+    # Detected once, at import, from the feature (not the version).
+    rule = _speedups._EXPONENTIAL_RULE
+    assert rule == ("ldexp" if hasattr(redis.backoff, "_exponential") else "power")
+
+
+def test_redis_py_overflows_before_8_2():
+    # The premise of this module: redis-py 8.0 and 8.1 raise here, and the C
+    # types do not; 8.2 caps by itself, and the C types follow it.
+    if LDEXP_RULE:
+        assert redis.backoff.ExponentialBackoff().compute(1024) == 0.512
+    else:
+        with pytest.raises(OverflowError):
+            redis.backoff.ExponentialBackoff().compute(1024)
+
+
+def huge_count(failures):
+    """Skip nothing: a float count is the TypeError of redis-py 8.2's
+    math.ldexp there, and the improvement's value under 8.0 and 8.1."""
+    if LDEXP_RULE and isinstance(failures, float):
+        return pytest.raises(TypeError, match="'failures' must be int, not float")
+    return contextlib.nullcontext()
 
 
 @pytest.mark.parametrize("failures", HUGE)
 def test_exponential_returns_the_cap(failures):
     cap = 0.512
-    assert backoff.ExponentialBackoff(cap=cap).compute(failures) is cap
+    with huge_count(failures):
+        assert backoff.ExponentialBackoff(cap=cap).compute(failures) is cap
 
 
 @pytest.mark.parametrize("failures", HUGE)
 def test_full_jitter_draws_up_to_the_cap(failures):
     random.seed(7)
-    delay = backoff.FullJitterBackoff(cap=2.0).compute(failures)
-    random.seed(7)
-    assert delay == random.uniform(0, 2.0)
+    with huge_count(failures):
+        delay = backoff.FullJitterBackoff(cap=2.0).compute(failures)
+        random.seed(7)
+        assert delay == random.uniform(0, 2.0)
 
 
 @pytest.mark.parametrize("failures", HUGE)
 def test_equal_jitter_draws_from_half_the_cap(failures):
     random.seed(7)
-    delay = backoff.EqualJitterBackoff(cap=2.0).compute(failures)
-    random.seed(7)
-    assert delay == 1.0 + random.uniform(0, 1.0)
+    with huge_count(failures):
+        delay = backoff.EqualJitterBackoff(cap=2.0).compute(failures)
+        random.seed(7)
+        assert delay == 1.0 + random.uniform(0, 1.0)
 
 
 @pytest.mark.parametrize("failures", HUGE)
 def test_exponential_with_jitter_is_capped(failures):
     random.seed(7)
-    assert backoff.ExponentialWithJitterBackoff(cap=2.0).compute(failures) == 2.0
+    with huge_count(failures):
+        assert backoff.ExponentialWithJitterBackoff(cap=2.0).compute(failures) == 2.0
+
+
+@pytest.mark.parametrize("name", USES_FAILURES)
+@pytest.mark.parametrize("failures", [f for f in HUGE if isinstance(f, int)])
+def test_huge_int_counts_agree_with_redis_py_8_2(name, failures):
+    # Under 8.2 the improvement is redis-py's own: the same delays.  (Under
+    # 8.0 and 8.1 redis-py raises OverflowError here, or builds 2**failures.)
+    if not LDEXP_RULE:
+        assert backoff.ExponentialBackoff().compute(failures) == 0.512
+        return
+    random.seed(3)
+    expected = getattr(redis.backoff, name)().compute(failures)
+    random.seed(3)
+    assert getattr(backoff, name)().compute(failures).hex() == expected.hex()
 
 
 @pytest.mark.parametrize("name", USES_FAILURES)
@@ -82,6 +124,17 @@ def test_exact_bounds_past_the_float_range_draw_in_floats(name, cap, base, failu
     # Fraction past the float range, and random.uniform (or `/ 2`) raised
     # OverflowError from the C side for failures >= 1024.  The formula in
     # floats gives the infinity of the bound's sign.
+    if LDEXP_RULE:
+        # redis-py 8.2's exponential is a float, +inf past the range whatever
+        # the base's sign, so the bound is that float or the cap object, as
+        # redis-py passes it (an int cap past the float range then raises
+        # OverflowError in random.uniform, there as here).
+        for seed in range(5):
+            random.seed(seed)
+            expected = outcome(lambda: getattr(redis.backoff, name)(cap, base).compute(failures))
+            random.seed(seed)
+            assert outcome(lambda: getattr(backoff, name)(cap, base).compute(failures)) == expected
+        return
     sign = 1 if base > 0 else -1
     for seed in range(5):
         random.seed(seed)
@@ -107,7 +160,8 @@ def test_zero_base_stays_zero_for_huge_counts():
 
 def test_very_negative_counts_give_zero():
     for failures in (-(10**400), -(10**30), -5000, -1e300):
-        assert backoff.ExponentialBackoff().compute(failures) == 0.0
+        with huge_count(failures):
+            assert backoff.ExponentialBackoff().compute(failures) == 0.0
 
 
 def test_retrying_forever_keeps_producing_delays():
@@ -139,6 +193,24 @@ def test_constant_checks_its_delay():
 def test_wrong_failure_count_type_names_it(name, value):
     with pytest.raises(TypeError, match="'failures'"):
         getattr(backoff, name)().compute(value)
+
+
+@pytest.mark.parametrize("name", USES_FAILURES)
+@pytest.mark.parametrize("value", [2.0, Fraction(3), Decimal(3), -0.5])
+def test_real_but_not_int_failure_counts(name, value):
+    # redis-py 8.2's math.ldexp takes ints only, and so do the C types
+    # there, with a TypeError naming the argument; under 8.0 and 8.1 the C
+    # side computes 2**failures as redis-py does.
+    if LDEXP_RULE:
+        with pytest.raises(TypeError, match=r"compute\(\) argument 'failures' must be int"):
+            getattr(backoff, name)().compute(value)
+        with pytest.raises(TypeError):
+            getattr(redis.backoff, name)().compute(value)
+        return
+    random.seed(5)
+    expected = outcome(lambda: getattr(redis.backoff, name)().compute(value))
+    random.seed(5)
+    assert outcome(lambda: getattr(backoff, name)().compute(value)) == expected
 
 
 @pytest.mark.parametrize("attribute", ["_cap", "_base"])
@@ -205,3 +277,12 @@ def test_objects_made_by_new_alone_are_usable():
         assert strategy == cls()
         assert math.isfinite(strategy.compute(1))
     assert backoff.ConstantBackoff.__new__(backoff.ConstantBackoff).compute(1) == 0
+
+
+def outcome(call):
+    """A value, floats by their bits, or the exception's type."""
+    try:
+        value = call()
+    except Exception as error:  # noqa: BLE001 - the type is the outcome
+        return ("raised", type(error))
+    return ("value", value.hex() if isinstance(value, float) else value)

@@ -12,7 +12,7 @@ from fractions import Fraction
 import pytest
 import redis.backoff
 from leakcheck import assert_no_leak, calls_raising
-from support import ALL, CAPPED
+from support import ALL, CAPPED, LDEXP_RULE
 
 import redis_backoff_c
 import redis_backoff_c.backoff as backoff
@@ -67,7 +67,12 @@ def test_compute_fast_paths(name, source):
 
     def run():
         for count in failures:
-            strategy.compute(count)
+            try:
+                strategy.compute(count)
+            except TypeError:
+                # redis-py 8.2's rule (math.ldexp) takes int counts only.
+                if not (LDEXP_RULE and isinstance(count, float) and name in CAPPED):
+                    raise
 
     assert_no_leak(run, watched=[strategy, *failures[-6:]])
 

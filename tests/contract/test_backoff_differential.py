@@ -2,17 +2,19 @@
 
 Random parameters, failure counts and seeds; after the same random.seed()
 both sides must give the same values, bit for bit and of the same type.
-Where redis-py raises OverflowError (a failure count past 1023 with a float
-base), the C side returns a value instead: that deliberate improvement is
-checked in test_backoff_improvements.py, and the comparison stops there
-because the two sides then draw different amounts of randomness.
+Under redis-py 8.0 and 8.1, where redis-py raises OverflowError (a failure
+count past 1023 with a float base), the C side returns a value instead:
+that deliberate improvement is checked in test_backoff_improvements.py, and
+the comparison stops there because the two sides then draw different
+amounts of randomness.  Under 8.2 (math.ldexp, inf on overflow) there is
+nothing left to improve: the outcomes, exceptions included, are the same.
 """
 
 import random
 
 import redis.backoff as reference
 from hypothesis import HealthCheck, given, settings, strategies as st
-from support import CAPPED
+from support import CAPPED, LDEXP_RULE
 
 import redis_backoff_c.backoff as c_backoff
 
@@ -61,13 +63,17 @@ def run_sequence(module, name, cap, base, failures, seed):
 
 
 def assert_same_until_overflow(expected, actual, base):
-    """Equal outcomes up to redis-py's first OverflowError.
+    """Equal outcomes up to redis-py's first OverflowError (8.0, 8.1), or
+    equal outcomes (8.2).
 
     The C side's improvement covers a positive base, where base * 2**failures
     is past the cap and the formula has a value. With a base of zero or
     below (or NaN) the product heads to -inf instead, no float holds it, and
     OverflowError stays an honest answer on the C side too.
     """
+    if LDEXP_RULE:
+        assert actual == expected
+        return
     for ref, mine in zip(expected, actual):
         if ref == ("raised", OverflowError):
             if base > 0:
@@ -104,6 +110,48 @@ def test_typical_configurations_are_bit_identical(name, cap, base, failures, see
     assert run_sequence(c_backoff, name, cap, base, failures, seed) == run_sequence(
         reference, name, cap, base, failures, seed
     )
+
+
+# The exponential rule over its whole domain under redis-py 8.2: math.ldexp
+# takes any int count at once (it clamps it) and any real number as base,
+# through float() (a huge int overflows there, and _exponential makes that
+# inf too).  Under 8.0 and 8.1, which build the exact int 2**failures, the
+# old rule's domain, as test_compute_is_bit_identical checks it.
+EXPONENTIAL = [name for name in CAPPED if name != "DecorrelatedJitterBackoff"]
+if LDEXP_RULE:
+    rule_reals = st.one_of(
+        parameters,
+        st.integers(min_value=-(2**2000), max_value=2**2000),
+        st.sampled_from([10**400, -(10**400), 2**1024, -(2**1024), 2**53 + 1]),
+        st.fractions(),
+        st.decimals(),
+        st.decimals(min_value=-100, max_value=100, places=3),
+    )
+    rule_counts = st.one_of(
+        st.integers(min_value=-1200, max_value=1200),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.sampled_from([2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63, -(2**63) - 1]),
+        st.sampled_from([10**400, -(10**400), True, False]),
+        st.floats(min_value=-1100, max_value=1100),  # TypeError, as in 8.2
+        st.decimals(min_value=-10, max_value=10, places=1),  # TypeError too
+    )
+else:
+    rule_reals = parameters
+    rule_counts = failure_counts
+
+
+@SETTINGS
+@given(
+    name=st.sampled_from(EXPONENTIAL),
+    cap=rule_reals,
+    base=rule_reals,
+    failures=st.lists(rule_counts, min_size=1, max_size=6),
+    seed=st.integers(min_value=0, max_value=2**64),
+)
+def test_exponential_rule_matches_installed_redis_py(name, cap, base, failures, seed):
+    expected = run_sequence(reference, name, cap, base, failures, seed)
+    actual = run_sequence(c_backoff, name, cap, base, failures, seed)
+    assert_same_until_overflow(expected, actual, base)
 
 
 @SETTINGS

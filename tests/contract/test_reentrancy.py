@@ -12,7 +12,7 @@ import random
 
 import pytest
 import redis.exceptions
-from support import IMPLEMENTATIONS, patch_sleep
+from support import IMPLEMENTATIONS, LDEXP_RULE, patch_sleep
 
 Conn = redis.exceptions.ConnectionError
 SIDES = [IMPLEMENTATIONS["redis-py"], IMPLEMENTATIONS["c"]]
@@ -164,11 +164,43 @@ def test_failures_whose_conversion_assigns_the_parameters(c_impl):
 
     for name in ("ExponentialBackoff", "FullJitterBackoff", "ExponentialWithJitterBackoff"):
         strategy = getattr(c_impl.backoff, name)(4, 1)  # the generic path
+        if LDEXP_RULE:
+            # redis-py 8.2's math.ldexp takes an int count and converts
+            # nothing: a TypeError before any Python code runs.
+            with pytest.raises(TypeError, match="'failures' must be int"):
+                strategy.compute(Failures())
+            assert strategy._cap == 4
+            continue
         # __float__ runs (the magnitude check) and assigns the parameters;
         # then 2 ** Failures() is a TypeError, as in redis-py.
         with pytest.raises(TypeError, match="pow"):
             strategy.compute(Failures())
         assert strategy._cap == 0.5
+
+
+def test_base_whose_conversion_assigns_the_parameters():
+    # redis-py 8.2's math.ldexp converts the base with float(), running its
+    # __float__, which here frees the base being converted and the cap
+    # (8.0 and 8.1 multiply instead: a TypeError on both sides).
+    def play(impl):
+        results = []
+        for name in ("ExponentialBackoff", "FullJitterBackoff", "EqualJitterBackoff"):
+
+            class Base:
+                def __float__(self):
+                    strategy._base = fresh(0.5)
+                    strategy._cap = fresh(0.25)
+                    gc.collect()
+                    return 1.0
+
+            strategy = getattr(impl.backoff, name)(fresh(4.0), Base())
+            random.seed(1)
+            results.append(outcome(lambda: strategy.compute(3)))
+            base = strategy._base  # Base() itself under 8.0 and 8.1
+            results.append((strategy._cap, base if isinstance(base, float) else "Base"))
+        return results
+
+    both(play)
 
 
 # ---- Retry: callbacks that re-enter or change it ----
