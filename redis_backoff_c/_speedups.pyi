@@ -144,6 +144,12 @@ class Retry(redis.retry.Retry):
     _backoff: redis.backoff.AbstractBackoff
     _retries: int
     _supported_errors: tuple[type[Exception], ...]
+    # redis-py 8.2's checker, accepted whatever redis-py is installed.
+    _is_retryable: Callable[[Exception], bool] | None
+    @property
+    def is_retryable(self) -> Callable[[Exception], bool] | None: ...
+    @is_retryable.setter
+    def is_retryable(self, value: Callable[[Exception], bool] | None) -> None: ...
     deadline: float | None
     budget: RetryBudget | None
     stats: RetryStats | None
@@ -152,6 +158,7 @@ class Retry(redis.retry.Retry):
         backoff: redis.backoff.AbstractBackoff,
         retries: int,
         supported_errors: tuple[type[Exception], ...] = ...,
+        is_retryable: Callable[[Exception], bool] | None = None,
         *,
         deadline: float | None = None,
         budget: RetryBudget | None = None,
@@ -178,6 +185,11 @@ class AsyncRetry(redis.asyncio.retry.Retry):
     _backoff: redis.backoff.AbstractBackoff
     _retries: int
     _supported_errors: tuple[type[RedisError], ...]
+    _is_retryable: Callable[[Exception], bool] | None
+    @property
+    def is_retryable(self) -> Callable[[Exception], bool] | None: ...
+    @is_retryable.setter
+    def is_retryable(self, value: Callable[[Exception], bool] | None) -> None: ...
     deadline: float | None
     budget: RetryBudget | None
     stats: RetryStats | None
@@ -186,6 +198,7 @@ class AsyncRetry(redis.asyncio.retry.Retry):
         backoff: redis.backoff.AbstractBackoff,
         retries: int,
         supported_errors: tuple[type[RedisError], ...] = ...,
+        is_retryable: Callable[[Exception], bool] | None = None,
         *,
         deadline: float | None = None,
         budget: RetryBudget | None = None,
@@ -231,3 +244,8 @@ def _async_caught(
     with_failure_count: bool,
     /,
 ) -> Coroutine[Any, Any, Any]: ...
+
+# Which test call_with_retry applies to its is_retryable argument: redis-py
+# 8.2's `is not None` (True) or 8.0/8.1's truth (False); set at import by
+# redis_backoff_c.retry; private.
+def _set_checker_rule(is_not_none: bool, /) -> None: ...
