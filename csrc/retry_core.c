@@ -1240,10 +1240,11 @@ retry_equal(rbc_state *st, const rbc_retry_flavor *fl, rbc_retry_object *self, P
     if (result != NULL) {
         result = and_same_checkers(result, mine[2], fields[3]);
     }
-    if (result != NULL && (self->extras != NULL || PyObject_TypeCheck(other, fl->type))) {
-        /* Ours: the extras too (redis-py's Retry has none). */
-        result = and_same_extras(result, self,
-                                 PyObject_TypeCheck(other, fl->type) ? RETRY(other) : NULL);
+    rbc_retry_object *ours = PyObject_TypeCheck(other, fl->type) ? RETRY(other) : NULL;
+    if (result != NULL && (self->extras != NULL || (ours != NULL && ours->extras != NULL))) {
+        /* The extras too, when either side has some (redis-py's Retry has
+         * none); without, the value of redis-py's `and` stays. */
+        result = and_same_extras(result, self, ours);
     }
 done:
     for (int i = 0; i < 3; i++) {
