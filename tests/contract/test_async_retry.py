@@ -725,3 +725,37 @@ def test_repr_shows_a_checker(c_impl):
     assert repr(retry) == (
         f"Retry(NoBackoff(), 3, supported_errors={errors!r}, is_retryable={_never!r})"
     )
+
+
+@pytest.mark.parametrize("thrown", [KeyError, asyncio.CancelledError])
+def test_throw_into_the_fail_of_a_rejection(impl, thrown):
+    """An exception thrown in while fail() is awaited after the checker's
+    no: fail swallowing it lets the rejected error be raised; one it lets
+    out comes out instead, the error as its context."""
+    if side_without_checker(impl):
+        return
+    events = []
+    raised = []
+
+    async def do():
+        raised.append(redis.exceptions.ConnectionError("down"))
+        raise raised[-1]
+
+    async def fail(error):
+        try:
+            await suspend()
+        except KeyError as swallowed:
+            events.append(type(swallowed).__name__)
+
+    retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 3, is_retryable=lambda e: False)
+    awaitable = retry.call_with_retry(do, fail)
+    awaitable.send(None)  # suspended in fail()
+    with pytest.raises((redis.exceptions.ConnectionError, thrown)) as info:
+        awaitable.throw(thrown("in"))
+    if thrown is KeyError:
+        assert events == ["KeyError"]
+        assert info.value is raised[0] and info.value.__context__ is None
+    else:
+        assert type(info.value) is thrown and info.value.__context__ is raised[0]
+    with pytest.raises(RuntimeError):
+        awaitable.send(None)  # done
