@@ -10,7 +10,6 @@ from typing import Any, Final, TypedDict, TypeVar, final
 import redis.asyncio.retry
 import redis.backoff
 import redis.retry
-from redis.exceptions import RedisError
 from typing_extensions import Self, disjoint_base
 
 DEFAULT_CAP: Final = 0.512
@@ -184,7 +183,9 @@ class AsyncRetry(redis.asyncio.retry.Retry):
     # The asyncio Retry; its run-time name is redis_backoff_c.asyncio.retry.Retry.
     _backoff: redis.backoff.AbstractBackoff
     _retries: int
-    _supported_errors: tuple[type[RedisError], ...]
+    # _supported_errors is the base class's: a tuple of RedisError classes
+    # before redis-py 8.2, of Exception classes from 8.2 on (its asyncio Retry
+    # became AbstractRetry[Exception]); the parameters below take the wider.
     _is_retryable: Callable[[Exception], bool] | None
     @property
     def is_retryable(self) -> Callable[[Exception], bool] | None: ...
@@ -197,7 +198,7 @@ class AsyncRetry(redis.asyncio.retry.Retry):
         self,
         backoff: redis.backoff.AbstractBackoff,
         retries: int,
-        supported_errors: tuple[type[RedisError], ...] = ...,
+        supported_errors: tuple[type[Exception], ...] = ...,
         is_retryable: Callable[[Exception], bool] | None = None,
         *,
         deadline: float | None = None,
@@ -206,7 +207,7 @@ class AsyncRetry(redis.asyncio.retry.Retry):
     ) -> None: ...
     def get_retries(self) -> int: ...
     def update_retries(self, value: int) -> None: ...
-    def update_supported_errors(self, specified_errors: Iterable[type[RedisError]]) -> None: ...
+    def update_supported_errors(self, specified_errors: Iterable[type[Exception]]) -> None: ...
     # redis-py's is an ``async def``; this one is a C awaitable that speaks
     # the coroutine protocol (CPython 3.10, 3.11) or, from 3.12, an
     # ``async def`` too (redis_backoff_c.asyncio.retry.DESIGN says which).

@@ -730,9 +730,7 @@ def test_the_checker_with_the_extras_in_eq_repr_copies(flavor):
     retry = flavor.Retry(NoBackoff(), 3, (CE,), never, deadline=0.5, stats=stats)
     assert retry == flavor.Retry(NoBackoff(), 3, (CE,), never, deadline=0.5, stats=stats)
     assert retry != flavor.Retry(NoBackoff(), 3, (CE,), deadline=0.5, stats=stats)
-    assert repr(retry).endswith(
-        f", is_retryable={never!r}, deadline=0.5, stats={stats!r})"
-    )
+    assert repr(retry).endswith(f", is_retryable={never!r}, deadline=0.5, stats={stats!r})")
     for twin in (copy.copy(retry), copy.deepcopy(retry)):
         assert twin == retry and twin.is_retryable is never and twin.stats is stats
     twin = pickle.loads(pickle.dumps(retry))

@@ -247,9 +247,7 @@ def test_thrown_into_and_closed_at_each_await(where, how, monkeypatch):
 
     monkeypatch.setattr(async_module, "sleep", blocking_sleep)
     own = {"is_retryable": lambda error: False} if where == "fail of a rejection" else {}
-    retry = Retry(
-        backoff.ConstantBackoff(1) if where == "sleep" else backoff.NoBackoff(), 3, **own
-    )
+    retry = Retry(backoff.ConstantBackoff(1) if where == "sleep" else backoff.NoBackoff(), 3, **own)
     do = flaky(0 if where == "do" else 1, suspending=where == "do")
 
     def run():

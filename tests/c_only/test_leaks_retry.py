@@ -278,7 +278,9 @@ class CheckerObject:
         return True
 
 
-@pytest.mark.parametrize("own", [None, checker, CheckerObject()], ids=["none", "function", "object"])
+@pytest.mark.parametrize(
+    "own", [None, checker, CheckerObject()], ids=["none", "function", "object"]
+)
 def test_copy_pickle_eq_hash_repr(own):
     retry = Retry(backoff.ExponentialBackoff(), 3, is_retryable=own)
     same = Retry(backoff.ExponentialBackoff(), 3, is_retryable=own)

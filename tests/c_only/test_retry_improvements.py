@@ -12,6 +12,10 @@ import socket
 
 import pytest
 import redis.exceptions
+from support import REDIS_PY_HAS_CHECKER
+
+import redis_backoff_c._speedups as speedups
+import redis_backoff_c.retry as retry_module
 
 DEFAULT_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, socket.timeout)
 
@@ -190,9 +194,6 @@ def test_both_rules_for_the_calls_is_retryable(c_impl, backoff, flavor, monkeypa
     installed one (set at import); each is here by the private switch:
     redis-py 8.2's `is not None` calls a checker that is false as a truth
     value, 8.0/8.1's truthiness skips it."""
-    import redis_backoff_c._speedups as speedups
-    import redis_backoff_c.retry as retry_module
-    from support import REDIS_PY_HAS_CHECKER
 
     class Falsy:
         def __init__(self):

@@ -453,7 +453,10 @@ def test_errors_module_is_the_one_reference():
 CHECKER_SCENARIOS = [
     ("rejected-1st", Scenario(("conn", "ok"), own_checker=(False,))),
     ("rejected-2nd", Scenario(("conn", "timeout", "ok"), own_checker=(True, False))),
-    ("rejected-with-count", Scenario(("conn",) * 3, own_checker=(1, 1, 0), with_failure_count=True)),
+    (
+        "rejected-with-count",
+        Scenario(("conn",) * 3, own_checker=(1, 1, 0), with_failure_count=True),
+    ),
     ("accepted", Scenario(("conn", "conn", "ok"), own_checker=(True,))),
     ("then-call-checker", Scenario(("conn", "ok"), own_checker=(True,), is_retryable=(False,))),
     ("before-call-checker", Scenario(("conn", "ok"), own_checker=(False,), is_retryable=(True,))),
@@ -548,7 +551,9 @@ def test_rejection_spelled_out(impl, monkeypatch):
 def test_rejection_with_raising_fail(impl, monkeypatch):
     if side_without_checker(impl):
         return
-    events = play(impl, Scenario(("conn", "ok"), own_checker=(False,), fail_raises_at=1), monkeypatch)
+    events = play(
+        impl, Scenario(("conn", "ok"), own_checker=(False,), fail_raises_at=1), monkeypatch
+    )
     conn = ("ConnectionError", "do 1")
     assert events[-3:] == [
         ("own_checker", conn),
