@@ -8,7 +8,10 @@
  *         try:
  *             return await do()                        # CALL_AWAIT_DO
  *         except self._supported_errors as error:
- *             if is_retryable and not is_retryable(error):
+ *             if self._is_retryable is not None and not self._is_retryable(error):
+ *                 await fail(error) / fail(error, failures + 1) # CALL_REJECTING
+ *                 raise
+ *             if is_retryable and not is_retryable(error):  # 8.2: is not None
  *                 raise
  *             failures += 1
  *             await fail(error) / fail(error, failures) # CALL_AWAIT_FAIL
@@ -41,6 +44,7 @@ typedef enum {
     CALL_CAUGHT,      /* not started, do() already raised `error` (async_coro.c) */
     CALL_AWAIT_DO,    /* in `await do()` */
     CALL_AWAIT_FAIL,  /* in `await fail(...)`, handling `error` */
+    CALL_REJECTING,   /* the same, the Retry's checker said no: `raise` next */
     CALL_AWAIT_SLEEP, /* in `await sleep(delay)`, handling `error` */
     CALL_DONE,        /* returned, raised or closed */
 } call_phase;
@@ -207,6 +211,28 @@ raise_error(call_object *self, PyObject *error)
     return PYGEN_ERROR;
 }
 
+/* The first step of `await fail(error)` (or `fail(error, count)`) in
+ * `phase`; `error` (consumed) is kept as the error being handled, which
+ * the caller has made the handled exception. */
+static PySendResult
+enter_fail(call_object *self, PyObject *error, long long count, call_phase phase,
+           PyObject **value)
+{
+    PyObject *number = PyLong_FromLongLong(count);
+    PyObject *awaitable = number == NULL ? NULL
+                                         : rbc_retry_call_fail(self->fail, error, number,
+                                                               self->with_failure_count);
+    Py_XDECREF(number);
+    if (awaitable == NULL) {
+        Py_DECREF(error);
+        finish(self);
+        return PYGEN_ERROR;
+    }
+    self->error = error;
+    self->phase = phase;
+    return await_first(self, awaitable, value);
+}
+
 /* do() raised (the exception is set): redis-py's `except` clause up to the
  * first step of `await fail(...)`. */
 static PySendResult
@@ -223,7 +249,18 @@ after_do_error(call_object *self, PyObject **value)
         return raise_error(self, error); /* foreign errors, KeyboardInterrupt: untouched */
     }
     PyObject *previous = rbc_exc_begin_handling(error);
-    int go_on = rbc_retry_check_retryable(retry, self->is_retryable, error);
+    int go_on = rbc_retry_own_verdict(retry, error);
+    if (go_on == 0) {
+        /* Rejected by the Retry's checker: fail is awaited, with the
+         * count it would have had, then the error raised (run()). */
+        PySendResult outcome = enter_fail(self, error, self->failures + 1,
+                                          CALL_REJECTING, value);
+        rbc_exc_end_handling(previous);
+        return outcome;
+    }
+    if (go_on > 0) {
+        go_on = rbc_retry_check_retryable(call_state(self), retry, self->is_retryable, error);
+    }
     if (go_on <= 0) {
         rbc_exc_end_handling(previous);
         if (go_on == 0) {
@@ -234,22 +271,20 @@ after_do_error(call_object *self, PyObject **value)
         return PYGEN_ERROR;
     }
     self->failures += 1;
-    PyObject *count = PyLong_FromLongLong(self->failures);
-    PyObject *awaitable = count == NULL ? NULL
-                                        : rbc_retry_call_fail(self->fail, error, count,
-                                                              self->with_failure_count);
-    Py_XDECREF(count);
-    if (awaitable == NULL) {
-        rbc_exc_end_handling(previous);
-        Py_DECREF(error);
-        finish(self);
-        return PYGEN_ERROR;
-    }
-    self->error = error;
-    self->phase = CALL_AWAIT_FAIL;
-    PySendResult outcome = await_first(self, awaitable, value);
+    PySendResult outcome = enter_fail(self, error, self->failures, CALL_AWAIT_FAIL, value);
     rbc_exc_end_handling(previous);
     return outcome;
+}
+
+/* fail's awaitable returned after the Retry's checker rejected the error:
+ * the bare `raise` of it, a give-up counted in the stats. */
+static PySendResult
+after_rejected_fail(call_object *self)
+{
+    PyObject *error = self->error;
+    self->error = NULL;
+    rbc_extras_gave_up_not_retryable((rbc_retry_object *)self->retry);
+    return raise_error(self, error);
 }
 
 /* Leaving the `except` block for the next attempt: `await do()` again,
@@ -376,6 +411,14 @@ run(call_object *self, PySendResult outcome, PyObject **value)
                 outcome = after_fail(self, st, value);
             }
             break;
+        case CALL_REJECTING:
+            if (outcome == PYGEN_ERROR) {
+                finish(self);
+                return PYGEN_ERROR;
+            }
+            Py_DECREF(*value);
+            *value = NULL;
+            return after_rejected_fail(self);
         case CALL_AWAIT_SLEEP:
             if (outcome == PYGEN_ERROR) {
                 finish(self);
@@ -499,6 +542,7 @@ call_am_send(PyObject *op, PyObject *arg, PyObject **value)
         outcome = run(self, send_inner(self, arg, value), value);
         break;
     case CALL_AWAIT_FAIL:
+    case CALL_REJECTING:
     case CALL_AWAIT_SLEEP: {
         PyObject *previous = rbc_exc_begin_handling(self->error);
         outcome = send_inner(self, arg, value);
@@ -836,6 +880,7 @@ throw_outcome(call_object *self, PyObject *const *args, Py_ssize_t nargs, PyObje
     case CALL_AWAIT_DO:
         return run(self, throw_inner(self, &st->async, args, nargs, value), value);
     case CALL_AWAIT_FAIL:
+    case CALL_REJECTING:
     case CALL_AWAIT_SLEEP: {
         PySendResult outcome = throw_inner(self, &st->async, args, nargs, value);
         if (outcome == PYGEN_ERROR) {

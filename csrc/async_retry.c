@@ -140,19 +140,24 @@ static PyMethodDef async_retry_methods[] = {
      "_supported_errors, await fail(error) (or fail(error, failures)), await\n"
      "redis_backoff_c.asyncio.retry.sleep(_backoff.compute(failures)) and\n"
      "await do() again, up to _retries times (forever when < 0); then raise\n"
-     "the error. A falsy is_retryable(error) raises it at once."},
+     "the error. When the Retry's own checker (self.is_retryable) is set and\n"
+     "returns false for the error, fail() is awaited (failures + 1 as its\n"
+     "count) and the error raised; then a false is_retryable(error) raises it\n"
+     "at once (the argument is combined with the Retry's checker by AND)."},
     RBC_RETRY_COMMON_METHODS,
     {NULL, NULL, 0, NULL},
 };
 
 static PyType_Slot async_retry_slots[] = {
-    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=..., *, deadline=None,\n"
-                        "      budget=None, stats=None)\n--\n\n"
+    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=..., is_retryable=None, *,\n"
+                        "      deadline=None, budget=None, stats=None)\n--\n\n"
                         "Retry an awaited operation up to `retries` times (forever when < 0)\n"
                         "after an error in `supported_errors` (default: redis ConnectionError\n"
                         "and TimeoutError), awaiting asyncio.sleep(backoff.compute(failures))\n"
-                        "between tries.  Opt-in: `deadline` bounds one call (seconds), `budget`\n"
-                        "(RetryBudget) throttles retries, `stats` (RetryStats) counts."},
+                        "between tries.  `is_retryable` (redis-py 8.2's): a checker that must\n"
+                        "also return true for an error to be retried.  Opt-in: `deadline`\n"
+                        "bounds one call (seconds), `budget` (RetryBudget) throttles retries,\n"
+                        "`stats` (RetryStats) counts."},
     {Py_tp_new, async_retry_new},
     {Py_tp_init, async_retry_init},
     {Py_tp_repr, rbc_retry_repr},

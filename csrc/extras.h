@@ -181,7 +181,9 @@ rbc_extras_attempt_failed(rbc_retry_object *self, int caught)
     }
 }
 
-/* Called by rbc_retry_check_retryable when is_retryable said no. */
+/* Called when a checker gave up on the error: rbc_retry_check_retryable
+ * when the call's is_retryable said no; the loops, after fail(), when the
+ * Retry's own checker (rbc_retry_own_verdict) said no. */
 static inline void
 rbc_extras_gave_up_not_retryable(rbc_retry_object *self)
 {

@@ -65,6 +65,7 @@ static PyMethodDef module_methods[] = {
     {"get_random_source", rbc_get_random_source, METH_NOARGS,
      "get_random_source()\n--\n\nThe name of the active random source: 'python' or 'fast'."},
     RBC_ASYNC_CORO_METHODS,
+    RBC_RETRY_MODULE_METHODS,
     {NULL, NULL, 0, NULL},
 };
 

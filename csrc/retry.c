@@ -67,6 +67,28 @@ typedef struct {
     rbc_call_extras extras; /* the call's deadline */
 } retry_call;
 
+/* The Retry's own checker rejected the error (redis-py 8.2): fail(error)
+ * or fail(error, failures + 1), the failure count left as it is, so that
+ * the caller's cleanup still runs; then 0 to raise the error, or -1 when
+ * fail raised. */
+static int
+fail_rejected(rbc_retry_object *self, const retry_call *call, PyObject *error,
+              long long failures)
+{
+    PyObject *count = PyLong_FromLongLong(failures + 1);
+    if (count == NULL) {
+        return -1;
+    }
+    PyObject *result = rbc_retry_call_fail(call->fail, error, count, call->with_failure_count);
+    Py_DECREF(count);
+    if (result == NULL) {
+        return -1;
+    }
+    Py_DECREF(result);
+    rbc_extras_gave_up_not_retryable(self);
+    return 0;
+}
+
 /* One caught supported error, inside redis-py's `except` block: 1 to call
  * do() again, 0 to raise the error (as redis-py, or because an extra gave
  * up: the budget, the deadline), -1 when a callback raised. */
@@ -74,7 +96,11 @@ static int
 handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyObject *error,
              long long *failures)
 {
-    int go_on = rbc_retry_check_retryable(self, call->is_retryable, error);
+    int own = rbc_retry_own_verdict(self, error);
+    if (own <= 0) {
+        return own < 0 ? -1 : fail_rejected(self, call, error, *failures);
+    }
+    int go_on = rbc_retry_check_retryable(st, self, call->is_retryable, error);
     if (go_on <= 0) {
         return go_on;
     }
@@ -190,8 +216,11 @@ static PyMethodDef retry_methods[] = {
      "Return do(); on an error in _supported_errors, call fail(error) (or\n"
      "fail(error, failures)), sleep _backoff.compute(failures) seconds through\n"
      "redis_backoff_c.retry.sleep and call do() again, up to _retries times\n"
-     "(forever when < 0); then raise the error. A falsy is_retryable(error)\n"
-     "raises it at once."},
+     "(forever when < 0); then raise the error. When the Retry's own checker\n"
+     "(self.is_retryable) is set and returns false for the error, fail() is\n"
+     "called (failures + 1 as its count) and the error raised; then a false\n"
+     "is_retryable(error) raises it at once (the argument is combined with\n"
+     "the Retry's checker by AND)."},
     RBC_RETRY_COMMON_METHODS,
     {NULL, NULL, 0, NULL},
 };
@@ -304,13 +333,15 @@ retry_hash(PyObject *self)
 /* clang-format off */
 
 static PyType_Slot retry_slots[] = {
-    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=..., *, deadline=None,\n"
-                        "      budget=None, stats=None)\n--\n\n"
+    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=..., is_retryable=None, *,\n"
+                        "      deadline=None, budget=None, stats=None)\n--\n\n"
                         "Retry an operation up to `retries` times (forever when < 0) after an\n"
                         "error in `supported_errors` (default: redis ConnectionError and\n"
                         "TimeoutError, socket.timeout), sleeping backoff.compute(failures)\n"
-                        "seconds between tries.  Opt-in: `deadline` bounds one call (seconds),\n"
-                        "`budget` (RetryBudget) throttles retries, `stats` (RetryStats) counts."},
+                        "seconds between tries.  `is_retryable` (redis-py 8.2's): a checker\n"
+                        "that must also return true for an error to be retried.  Opt-in:\n"
+                        "`deadline` bounds one call (seconds), `budget` (RetryBudget) throttles\n"
+                        "retries, `stats` (RetryStats) counts."},
     {Py_tp_new, retry_new},
     {Py_tp_init, retry_init},
     {Py_tp_repr, rbc_retry_repr},

@@ -89,9 +89,12 @@ rbc_retry_core_init(rbc_retry_core_state *cs)
     cs->str_retries = PyUnicode_InternFromString("_retries");
     cs->str_supported_errors = PyUnicode_InternFromString("_supported_errors");
     cs->str_dict = PyUnicode_InternFromString("__dict__");
+    cs->str_is_retryable = PyUnicode_InternFromString("_is_retryable");
     cs->int_zero = PyLong_FromLong(0);
+    cs->checker_not_none = 0; /* until redis_backoff_c.retry says 8.2 */
     if (!cs->str_reset || !cs->str_compute || !cs->str_backoff || !cs->str_retries
-        || !cs->str_supported_errors || !cs->str_dict || !cs->int_zero) {
+        || !cs->str_supported_errors || !cs->str_dict || !cs->str_is_retryable
+        || !cs->int_zero) {
         return -1;
     }
     PyObject *copy = PyImport_ImportModule("copy");
@@ -126,6 +129,7 @@ rbc_retry_core_clear(rbc_retry_core_state *cs)
     Py_CLEAR(cs->str_retries);
     Py_CLEAR(cs->str_supported_errors);
     Py_CLEAR(cs->str_dict);
+    Py_CLEAR(cs->str_is_retryable);
     Py_CLEAR(cs->copy_deepcopy);
     Py_CLEAR(cs->copyreg_newobj);
     Py_CLEAR(cs->int_zero);
@@ -278,6 +282,26 @@ checked_errors(const char *owner, const char *name, PyObject *errors)
     return tuple;
 }
 
+/* is_retryable must be callable or None: checked when it is given, where
+ * redis-py would only fail at the first error it is asked about. */
+static int
+check_checker(const char *owner, const char *name, PyObject *checker)
+{
+    if (checker == Py_None || Py_TYPE(checker)->tp_call != NULL) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s() argument '%s' must be callable or None, not %.200s",
+                 owner, name, Py_TYPE(checker)->tp_name);
+    return -1;
+}
+
+/* The field holds NULL for None: call_with_retry tests one pointer. */
+static void
+set_checker(rbc_retry_object *self, PyObject *checker)
+{
+    Py_XSETREF(self->is_retryable, checker == Py_None ? NULL : Py_NewRef(checker));
+}
+
 static void
 set_errors(rbc_retry_object *self, PyObject *tuple)
 {
@@ -290,10 +314,12 @@ set_errors(rbc_retry_object *self, PyObject *tuple)
 
 int
 rbc_retry_set_parameters(const rbc_retry_flavor *fl, rbc_retry_object *self,
-                         PyObject *backoff, PyObject *retries, PyObject *supported_errors)
+                         PyObject *backoff, PyObject *retries, PyObject *supported_errors,
+                         PyObject *is_retryable)
 {
     long long value;
-    if (check_retries(fl->name, "retries", retries, &value) < 0) {
+    if (check_retries(fl->name, "retries", retries, &value) < 0
+        || check_checker(fl->name, "is_retryable", is_retryable) < 0) {
         return -1;
     }
     PyObject *errors;
@@ -307,6 +333,7 @@ rbc_retry_set_parameters(const rbc_retry_flavor *fl, rbc_retry_object *self,
     Py_XSETREF(self->retries, Py_NewRef(retries));
     self->retries_value = value;
     set_errors(self, errors);
+    set_checker(self, is_retryable);
     return 0;
 }
 
@@ -322,6 +349,7 @@ rbc_retry_new(const rbc_retry_flavor *fl, PyTypeObject *type)
     self->retries_value = 0;
     self->supported_errors = Py_NewRef(fl->default_errors);
     self->errors_set = NULL;
+    self->is_retryable = NULL;
     if (self->retries == NULL) {
         Py_DECREF(self);
         return NULL;
@@ -346,16 +374,19 @@ retry_new_exact(const rbc_retry_flavor *fl, PyObject *type, PyObject *backoff, P
     self->retries_value = value;
     self->supported_errors = Py_NewRef(fl->default_errors);
     self->errors_set = NULL;
+    self->is_retryable = NULL;
     self->weakreflist = NULL;
     self->extras = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
 
-/* The three of redis-py, then the keyword-only extras. */
-static const char *const init_names[] = {"backoff", "retries", "supported_errors",
+/* The four of redis-py (is_retryable: 8.2's, accepted whatever redis-py
+ * is installed), then the keyword-only extras. */
+static const char *const init_names[] = {"backoff", "retries", "supported_errors", "is_retryable",
                                          "deadline", "budget", "stats"};
-#define INIT_POSITIONAL 3
+#define INIT_POSITIONAL 4
+#define INIT_NAMES 7
 
 /* The extras given (not None): set them, after the parameters. */
 static int
@@ -380,7 +411,8 @@ rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const
         && rbc_small_int_value(args[1], &small)) {
         return retry_new_exact(fl, type, args[0], args[1], small);
     }
-    PyObject *values[6] = {NULL, NULL, fl->default_errors, Py_None, Py_None, Py_None};
+    PyObject *values[INIT_NAMES] = {NULL, NULL, fl->default_errors, Py_None,
+                                    Py_None, Py_None, Py_None};
     if (nargs == 2 && kwnames == NULL) {
         values[0] = args[0];
         values[1] = args[1];
@@ -391,15 +423,15 @@ rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const
                      INIT_POSITIONAL, nargs);
         return NULL;
     }
-    else if (rbc_bind_args(fl->name, init_names, 6, args, nargs, kwnames, values) < 0) {
+    else if (rbc_bind_args(fl->name, init_names, INIT_NAMES, args, nargs, kwnames, values) < 0) {
         return NULL;
     }
     PyObject *self = rbc_retry_new(fl, (PyTypeObject *)type);
     if (self == NULL) {
         return NULL;
     }
-    if (rbc_retry_set_parameters(fl, RETRY(self), values[0], values[1], values[2]) < 0
-        || set_given_extras(fl, self, values[3], values[4], values[5]) < 0) {
+    if (rbc_retry_set_parameters(fl, RETRY(self), values[0], values[1], values[2], values[3]) < 0
+        || set_given_extras(fl, self, values[4], values[5], values[6]) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -440,15 +472,17 @@ rbc_retry_type_call_slots(PyObject *type, PyObject *const *args, size_t nargsf,
 int
 rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"backoff", "retries", "supported_errors", "deadline", "budget",
-                             "stats", NULL};
-    PyObject *backoff, *retries, *errors = NULL;
+    static char *kwlist[] = {"backoff", "retries", "supported_errors", "is_retryable",
+                             "deadline", "budget", "stats", NULL};
+    PyObject *backoff, *retries, *errors = NULL, *checker = Py_None;
     PyObject *deadline = Py_None, *budget = Py_None, *stats = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$OOO:Retry", kwlist, &backoff, &retries,
-                                     &errors, &deadline, &budget, &stats)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|OO$OOO:Retry", kwlist, &backoff, &retries,
+                                     &errors, &checker, &deadline, &budget, &stats)) {
         return -1;
     }
-    if (rbc_retry_set_parameters(fl, RETRY(self), backoff, retries, errors) < 0) {
+    /* __init__ again on an object: the checker is the one given now, as
+     * redis-py's __init__ sets _is_retryable (None when not given). */
+    if (rbc_retry_set_parameters(fl, RETRY(self), backoff, retries, errors, checker) < 0) {
         return -1;
     }
     /* __init__ again on an object: the extras are the ones given now. */
@@ -467,6 +501,7 @@ rbc_retry_obj_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(RETRY(self)->retries);
     Py_VISIT(RETRY(self)->supported_errors);
     Py_VISIT(RETRY(self)->errors_set);
+    Py_VISIT(RETRY(self)->is_retryable);
     return rbc_retry_extras_traverse(RETRY(self), visit, arg);
 }
 
@@ -477,6 +512,7 @@ rbc_retry_obj_clear(PyObject *self)
     Py_CLEAR(RETRY(self)->retries);
     Py_CLEAR(RETRY(self)->supported_errors);
     Py_CLEAR(RETRY(self)->errors_set);
+    Py_CLEAR(RETRY(self)->is_retryable);
     rbc_retry_extras_clear(RETRY(self));
     return 0;
 }
@@ -577,6 +613,37 @@ errors_set(PyObject *self, PyObject *value, void *closure)
     return 0;
 }
 
+/* _is_retryable and is_retryable: redis-py 8.2's property over its
+ * attribute, one field here. */
+static PyObject *
+checker_get(PyObject *self, void *closure)
+{
+    PyObject *checker = RETRY(self)->is_retryable;
+    return Py_NewRef(checker != NULL ? checker : Py_None);
+}
+
+static int
+store_checker(PyObject *self, PyObject *value, const char *attribute, const char *owner)
+{
+    if (refuse_delete(value, attribute) < 0 || check_checker(owner, "value", value) < 0) {
+        return -1;
+    }
+    set_checker(RETRY(self), value);
+    return 0;
+}
+
+static int
+checker_attribute_set(PyObject *self, PyObject *value, void *closure)
+{
+    return store_checker(self, value, "_is_retryable", "Retry._is_retryable");
+}
+
+static int
+checker_property_set(PyObject *self, PyObject *value, void *closure)
+{
+    return store_checker(self, value, "is_retryable", "Retry.is_retryable");
+}
+
 PyMemberDef rbc_retry_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(rbc_retry_object, weakreflist), READONLY, NULL},
     {NULL},
@@ -586,6 +653,12 @@ PyGetSetDef rbc_retry_getset[] = {
     {"_backoff", backoff_get, backoff_set, "the backoff strategy", NULL},
     {"_retries", retries_get, retries_set, "retries after the first failure; < 0: forever", NULL},
     {"_supported_errors", errors_get, errors_set, "the exception classes that are retried", NULL},
+    {"_is_retryable", checker_get, checker_attribute_set, "the checker of is_retryable, or None",
+     NULL},
+    {"is_retryable", checker_get, checker_property_set,
+     "Optional checker: a supported error is retried only if it returns true\n"
+     "(when false, fail() is called and the error raised). None: no checker.",
+     NULL},
     {"deadline", rbc_retry_deadline_get, rbc_retry_deadline_set,
      "seconds one call_with_retry may last (monotonic clock), or None", NULL},
     {"budget", rbc_retry_budget_get, rbc_retry_budget_set,
@@ -709,6 +782,7 @@ shallow_copy(PyObject *self)
     copy->retries_value = me->retries_value;
     copy->supported_errors = field_or_none(me->supported_errors);
     copy->errors_set = Py_XNewRef(me->errors_set);
+    copy->is_retryable = Py_XNewRef(me->is_retryable);
     if (copy->retries == NULL || rbc_retry_extras_copy(copy, me) < 0) {
         Py_DECREF(copy);
         return NULL;
@@ -786,6 +860,15 @@ memo_store(PyObject *memo, PyObject *original, PyObject *copy)
     return PyList_Check(keep) ? PyList_Append(keep, original) : 0;
 }
 
+/* Functions, builtin functions and classes: copy.deepcopy returns them as
+ * they are (its atomic types), once the memo has not mapped them to
+ * something else.  The usual is_retryable checker is one. */
+static int
+is_atomic_callable(PyObject *obj)
+{
+    return PyFunction_Check(obj) || PyCFunction_CheckExact(obj) || PyType_Check(obj);
+}
+
 /* copy.deepcopy(obj, memo), without the Python call for what deepcopy
  * returns as it is and for unmodified C strategies. */
 static PyObject *
@@ -799,6 +882,9 @@ deepcopy_field(rbc_state *st, PyObject *obj, PyObject *memo)
     int status = memo_lookup(memo, obj, &found);
     if (status != 0) {
         return found;
+    }
+    if (is_atomic_callable(obj)) {
+        return Py_NewRef(obj);
     }
     int kind = rbc_plain_strategy_kind(&st->strategies, obj);
     if (kind >= 0) {
@@ -859,7 +945,8 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
     rbc_retry_object *c = RETRY(copy);
     int may_cycle = Py_TYPE(self)->tp_dictoffset != 0
                     || rbc_plain_strategy_kind(&st->strategies, c->backoff) < 0
-                    || (!PyLong_CheckExact(c->retries) && !PyBool_Check(c->retries));
+                    || (!PyLong_CheckExact(c->retries) && !PyBool_Check(c->retries))
+                    || (c->is_retryable != NULL && !is_atomic_callable(c->is_retryable));
     if (memo != NULL && may_cycle) {
         PyObject *key = PyLong_FromVoidPtr(self);
         int status = key == NULL ? -1 : PyDict_SetItem(memo, key, copy);
@@ -890,6 +977,16 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
             return NULL;
         }
         set_errors(c, errors);
+    }
+    if (c->is_retryable != NULL) {
+        /* As redis-py's __dict__ is deep-copied: a function stays itself,
+         * a bound method or callable object is copied. */
+        PyObject *checker = deepcopy_field(st, c->is_retryable, memo);
+        if (checker == NULL) {
+            Py_DECREF(copy);
+            return NULL;
+        }
+        Py_SETREF(c->is_retryable, checker);
     }
     return copy_instance_dict(self, copy, core_of(st), memo != NULL ? memo : Py_None);
 }
@@ -951,6 +1048,8 @@ rbc_retry_reduce(PyObject *self, PyObject *unused)
         || PyDict_SetItem(state, cs->str_retries, retries) < 0
         || (me->supported_errors != NULL && !is_default_errors(st, self)
             && PyDict_SetItem(state, cs->str_supported_errors, me->supported_errors) < 0)
+        || (me->is_retryable != NULL
+            && PyDict_SetItem(state, cs->str_is_retryable, me->is_retryable) < 0)
         || rbc_retry_extras_state(st, me, state) < 0) {
         goto error;
     }
@@ -1012,7 +1111,11 @@ errors_set_of(const rbc_retry_flavor *fl, rbc_retry_object *self)
     return set;
 }
 
-/* The fields of `other`: direct for our objects, getattr for redis-py's. */
+#define EQ_FIELDS 4
+
+/* The fields of `other` (_backoff, _retries, _supported_errors,
+ * _is_retryable): direct for our objects, getattr for redis-py's, whose
+ * Retry has no _is_retryable before 8.2: None then. */
 static int
 other_fields(rbc_state *st, const rbc_retry_flavor *fl, PyObject *other, PyObject **fields)
 {
@@ -1020,20 +1123,30 @@ other_fields(rbc_state *st, const rbc_retry_flavor *fl, PyObject *other, PyObjec
         fields[0] = field_or_none(RETRY(other)->backoff);
         fields[1] = field_or_none(RETRY(other)->retries);
         fields[2] = field_or_none(RETRY(other)->supported_errors);
+        fields[3] = field_or_none(RETRY(other)->is_retryable);
         return 0;
     }
     rbc_retry_core_state *cs = core_of(st);
-    PyObject *names[3] = {cs->str_backoff, cs->str_retries, cs->str_supported_errors};
-    for (int i = 0; i < 3; i++) {
+    PyObject *names[EQ_FIELDS - 1] = {cs->str_backoff, cs->str_retries, cs->str_supported_errors};
+    int i = 0;
+    for (; i < EQ_FIELDS - 1; i++) {
         fields[i] = PyObject_GetAttr(other, names[i]);
         if (fields[i] == NULL) {
-            for (int j = 0; j < i; j++) {
-                Py_CLEAR(fields[j]);
-            }
-            return -1;
+            goto error;
         }
     }
+    if (rbc_get_optional_attr(other, cs->str_is_retryable, &fields[i]) < 0) {
+        goto error;
+    }
+    if (fields[i] == NULL) {
+        fields[i] = Py_NewRef(Py_None);
+    }
     return 0;
+error:
+    for (int j = 0; j < i; j++) {
+        Py_CLEAR(fields[j]);
+    }
+    return -1;
 }
 
 /* set(mine) == set(theirs). */
@@ -1058,6 +1171,25 @@ same_error_sets(const rbc_retry_flavor *fl, rbc_retry_object *self, PyObject *th
     return result;
 }
 
+/* `result and mine == theirs`, for the checkers (two Nones: equal, no
+ * call).  Steals result; returns a new reference, or NULL. */
+static PyObject *
+and_same_checkers(PyObject *result, PyObject *mine, PyObject *theirs)
+{
+    int truth = PyObject_IsTrue(result);
+    if (truth == 0) {
+        return result; /* falsy: `and` stops at it */
+    }
+    Py_DECREF(result);
+    if (truth < 0) {
+        return NULL;
+    }
+    if (mine == Py_None && theirs == Py_None) {
+        Py_RETURN_TRUE;
+    }
+    return PyObject_RichCompare(mine, theirs, Py_EQ);
+}
+
 /* `result and <the extras of self and other are equal>` (other NULL: a
  * redis-py Retry, which has none).  Steals result; returns a new
  * reference, or NULL. */
@@ -1077,16 +1209,18 @@ and_same_extras(PyObject *result, rbc_retry_object *self, rbc_retry_object *othe
 }
 
 /* redis-py: `a._backoff == b._backoff and a._retries == b._retries and
- * set(a._supported_errors) == set(b._supported_errors)`, with `and`'s
- * value. */
+ * set(a._supported_errors) == set(b._supported_errors) and
+ * a._is_retryable == b._is_retryable` (8.2; 8.0 and 8.1 have no checker:
+ * theirs is None), with `and`'s value. */
 static PyObject *
 retry_equal(rbc_state *st, const rbc_retry_flavor *fl, rbc_retry_object *self, PyObject *other)
 {
-    PyObject *fields[3];
+    PyObject *fields[EQ_FIELDS];
     if (other_fields(st, fl, other, fields) < 0) {
         return NULL;
     }
-    PyObject *mine[2] = {field_or_none(self->backoff), field_or_none(self->retries)};
+    PyObject *mine[3] = {field_or_none(self->backoff), field_or_none(self->retries),
+                         field_or_none(self->is_retryable)};
     PyObject *result = NULL;
     for (int i = 0; i < 2; i++) {
         result = PyObject_RichCompare(mine[i], fields[i], Py_EQ);
@@ -1103,15 +1237,20 @@ retry_equal(rbc_state *st, const rbc_retry_flavor *fl, rbc_retry_object *self, P
         Py_DECREF(result);
     }
     result = same_error_sets(fl, self, fields[2]);
-    if (result != NULL && (self->extras != NULL || PyObject_TypeCheck(other, fl->type))) {
-        /* Ours: the extras too (redis-py's Retry has none). */
-        result = and_same_extras(result, self,
-                                 PyObject_TypeCheck(other, fl->type) ? RETRY(other) : NULL);
+    if (result != NULL) {
+        result = and_same_checkers(result, mine[2], fields[3]);
+    }
+    rbc_retry_object *ours = PyObject_TypeCheck(other, fl->type) ? RETRY(other) : NULL;
+    if (result != NULL && (self->extras != NULL || (ours != NULL && ours->extras != NULL))) {
+        /* The extras too, when either side has some (redis-py's Retry has
+         * none); without, the value of redis-py's `and` stays. */
+        result = and_same_extras(result, self, ours);
     }
 done:
-    Py_DECREF(mine[0]);
-    Py_DECREF(mine[1]);
     for (int i = 0; i < 3; i++) {
+        Py_DECREF(mine[i]);
+    }
+    for (int i = 0; i < EQ_FIELDS; i++) {
         Py_DECREF(fields[i]);
     }
     return result;
@@ -1170,6 +1309,19 @@ rbc_retry_hash(const rbc_retry_flavor *fl, PyObject *self)
     return rbc_combine_hashes(lanes, 3);
 }
 
+/* ", is_retryable=<its repr>" when a checker is set, else "". */
+static PyObject *
+checker_repr(rbc_retry_object *self)
+{
+    if (self->is_retryable == NULL) {
+        return PyUnicode_FromString("");
+    }
+    PyObject *checker = Py_NewRef(self->is_retryable); /* its __repr__ may reset it */
+    PyObject *text = PyUnicode_FromFormat(", is_retryable=%R", checker);
+    Py_DECREF(checker);
+    return text;
+}
+
 PyObject *
 rbc_retry_repr(PyObject *self)
 {
@@ -1178,11 +1330,13 @@ rbc_retry_repr(PyObject *self)
     rbc_retry_object *me = RETRY(self);
     PyObject *fields[3] = {field_or_none(me->backoff), field_or_none(me->retries),
                            field_or_none(me->supported_errors)};
-    PyObject *extras = rbc_retry_extras_repr(me);
+    PyObject *checker = checker_repr(me);
+    PyObject *extras = checker == NULL ? NULL : rbc_retry_extras_repr(me);
     PyObject *repr = extras == NULL ? NULL
-                                    : PyUnicode_FromFormat("%s(%R, %R, supported_errors=%R%U)",
+                                    : PyUnicode_FromFormat("%s(%R, %R, supported_errors=%R%U%U)",
                                                            name, fields[0], fields[1],
-                                                           fields[2], extras);
+                                                           fields[2], checker, extras);
+    Py_XDECREF(checker);
     Py_XDECREF(extras);
     for (int i = 0; i < 3; i++) {
         Py_DECREF(fields[i]);
@@ -1226,14 +1380,35 @@ rbc_retry_catches(rbc_retry_object *self, PyObject *error)
 }
 
 int
-rbc_retry_check_retryable(rbc_retry_object *self, PyObject *is_retryable, PyObject *error)
+rbc_retry_own_verdict(rbc_retry_object *self, PyObject *error)
+{
+    PyObject *checker = self->is_retryable;
+    if (checker == NULL) {
+        return 1;
+    }
+    Py_INCREF(checker); /* it may replace itself */
+    PyObject *verdict = PyObject_CallOneArg(checker, error);
+    Py_DECREF(checker);
+    if (verdict == NULL) {
+        return -1;
+    }
+    int truth = PyObject_IsTrue(verdict);
+    Py_DECREF(verdict);
+    return truth;
+}
+
+int
+rbc_retry_check_retryable(rbc_state *st, rbc_retry_object *self, PyObject *is_retryable,
+                          PyObject *error)
 {
     if (is_retryable == NULL || is_retryable == Py_None) {
         return 1;
     }
-    int present = PyObject_IsTrue(is_retryable);
-    if (present <= 0) {
-        return present < 0 ? -1 : 1;
+    if (!core_of(st)->checker_not_none) {
+        int present = PyObject_IsTrue(is_retryable); /* redis-py 8.0, 8.1 */
+        if (present <= 0) {
+            return present < 0 ? -1 : 1;
+        }
     }
     PyObject *verdict = PyObject_CallOneArg(is_retryable, error);
     if (verdict == NULL) {
@@ -1299,4 +1474,18 @@ rbc_retry_next_delay(rbc_state *st, rbc_retry_object *self, PyObject *failures,
         return NULL;
     }
     return delay;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The installed redis-py's rule                                           */
+
+PyObject *
+rbc_retry_set_checker_rule(PyObject *module, PyObject *is_not_none)
+{
+    int flag = PyObject_IsTrue(is_not_none);
+    if (flag < 0) {
+        return NULL;
+    }
+    core_of(rbc_get_state(module))->checker_not_none = (char)flag;
+    Py_RETURN_NONE;
 }

@@ -19,7 +19,12 @@
  *         error = rbc_exc_fetch()
  *         rbc_retry_catches(self, error)                0: re-raise untouched
  *         prev = rbc_exc_begin_handling(error)
- *         rbc_retry_check_retryable(self, is_retryable, error) 0: re-raise error
+ *         rbc_retry_own_verdict(self, error)            0: rejected, then
+ *             rbc_retry_call_fail(fail, error, failures + 1, with_failure_count)
+ *                                (async: its result awaited)
+ *             rbc_extras_gave_up_not_retryable(self); re-raise error
+ *         rbc_retry_check_retryable(st, is_retryable, error) 0: re-raise error
+ *             (rbc_extras_gave_up_not_retryable(self) first)
  *         failures += 1
  *         rbc_retry_call_fail(fail, error, failures, with_failure_count)
  *                                (async: its result awaited)
@@ -73,6 +78,7 @@ typedef struct {
     long long retries_value;         /* its value, clamped to long long */
     PyObject *supported_errors;      /* _supported_errors: tuple of exception classes */
     PyObject *errors_set;            /* frozenset(supported_errors), built on demand */
+    PyObject *is_retryable;          /* _is_retryable: the own checker; NULL for None */
     PyObject *weakreflist;           /* weakref.ref(retry) works, as on redis-py's */
     struct rbc_retry_extras *extras; /* deadline, budget, stats: NULL when none (extras.h) */
 } rbc_retry_object;
@@ -97,6 +103,12 @@ typedef struct {
     PyObject *copy_deepcopy; /* copy.deepcopy */
     PyObject *copyreg_newobj;
     PyObject *int_zero;
+    PyObject *str_is_retryable; /* "_is_retryable" */
+    /* How call_with_retry tests its is_retryable argument: redis-py 8.2's
+     * `is_retryable is not None` (1) or 8.0/8.1's truthiness (0).  Set
+     * once at import by redis_backoff_c.retry, from the installed
+     * redis-py's features (_set_checker_rule). */
+    char checker_not_none;
 } rbc_retry_core_state;
 
 int rbc_retry_core_init(rbc_retry_core_state *cs);
@@ -117,14 +129,15 @@ int rbc_retry_flavor_init(rbc_retry_flavor *fl, const char *module_name,
  * default errors), so an object made by __new__ alone (copy, pickle) is
  * sound. */
 PyObject *rbc_retry_new(const rbc_retry_flavor *fl, PyTypeObject *type);
-/* Sets the three parameters after checking them (TypeError naming the
- * parameter); supported_errors may be NULL for the default.  The
- * keyword-only extras are set by rbc_retry_set_extras (extras.h). */
+/* Sets the four parameters after checking them (TypeError naming the
+ * parameter); supported_errors may be NULL for the default, is_retryable
+ * must be callable or None.  The keyword-only extras are set by
+ * rbc_retry_set_extras (extras.h). */
 int rbc_retry_set_parameters(const rbc_retry_flavor *fl, rbc_retry_object *self,
                              PyObject *backoff, PyObject *retries,
-                             PyObject *supported_errors);
-/* Retry(backoff, retries, supported_errors=..., *, deadline=None,
- * budget=None, stats=None) as vectorcall of the exact
+                             PyObject *supported_errors, PyObject *is_retryable);
+/* Retry(backoff, retries, supported_errors=..., is_retryable=None, *,
+ * deadline=None, budget=None, stats=None) as vectorcall of the exact
  * type, and tp_init for subclasses. */
 PyObject *rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type,
                                PyObject *const *args, size_t nargsf, PyObject *kwnames);
@@ -139,8 +152,9 @@ int rbc_retry_obj_traverse(PyObject *self, visitproc visit, void *arg);
 int rbc_retry_obj_clear(PyObject *self);
 void rbc_retry_obj_dealloc(PyObject *self);
 
-/* tp_getset for _backoff, _retries, _supported_errors; tp_members for
- * __weaklistoffset__. */
+/* tp_getset for _backoff, _retries, _supported_errors, _is_retryable and
+ * is_retryable (both the one field, as redis-py 8.2's property over
+ * _is_retryable), the extras; tp_members for __weaklistoffset__. */
 extern PyGetSetDef rbc_retry_getset[];
 extern PyMemberDef rbc_retry_members[];
 /* Methods shared by both flavors; RBC_RETRY_COMMON_METHODS lists them as
@@ -199,10 +213,21 @@ int rbc_retry_reset_backoff(struct rbc_state *st, rbc_retry_object *self);
  * _supported_errors now; matches subclasses, never calls Python code). */
 int rbc_retry_catches(rbc_retry_object *self, PyObject *error);
 
-/* `is_retryable and not is_retryable(error)` negated: 1 to go on, 0 to
- * re-raise the error (a give-up counted in self's stats), -1 on
+/* redis-py 8.2's `self._is_retryable is not None and not
+ * self._is_retryable(error)` negated, with the checker the Retry holds
+ * now: 1 to go on (none set, or it says retryable), 0 when it rejects the
+ * error, -1 on exception.  On 0 the caller calls fail(error) (or
+ * fail(error, failures + 1)), awaits its result in asyncio, counts the
+ * give-up (rbc_extras_gave_up_not_retryable) and re-raises the error. */
+int rbc_retry_own_verdict(rbc_retry_object *self, PyObject *error);
+
+/* The call's is_retryable argument: `is_retryable and not
+ * is_retryable(error)` (redis-py 8.0, 8.1) or `is_retryable is not None
+ * and not is_retryable(error)` (8.2: checker_not_none), negated: 1 to go
+ * on, 0 to re-raise the error (a give-up counted in self's stats), -1 on
  * exception. */
-int rbc_retry_check_retryable(rbc_retry_object *self, PyObject *is_retryable, PyObject *error);
+int rbc_retry_check_retryable(struct rbc_state *st, rbc_retry_object *self,
+                              PyObject *is_retryable, PyObject *error);
 
 /* fail(error, failures) when with_failure_count is true, else fail(error).
  * Returns fail's result (a new reference; the async Retry awaits it). */
@@ -217,6 +242,20 @@ int rbc_retry_exhausted(rbc_retry_object *self, long long failures);
  * *should_sleep.  Returns the delay (new reference) or NULL. */
 PyObject *rbc_retry_next_delay(struct rbc_state *st, rbc_retry_object *self,
                                PyObject *failures, int *should_sleep);
+
+/* _set_checker_rule(is_not_none, /): which test call_with_retry applies
+ * to its is_retryable argument (see checker_not_none), for the module's
+ * method table (RBC_RETRY_MODULE_METHODS). */
+PyObject *rbc_retry_set_checker_rule(PyObject *module, PyObject *is_not_none);
+
+/* clang-format off */
+#define RBC_RETRY_MODULE_METHODS                                                  \
+    {"_set_checker_rule", rbc_retry_set_checker_rule, METH_O,                     \
+     "_set_checker_rule(is_not_none, /)\n--\n\n"                                \
+     "How call_with_retry tests its is_retryable argument: True for redis-py\n"  \
+     "8.2's `is not None`, False for 8.0/8.1's truthiness (private: set at\n"    \
+     "import from the installed redis-py)."}
+/* clang-format on */
 
 /* ---- exceptions across CPython 3.10 - 3.13 --------------------------- */
 

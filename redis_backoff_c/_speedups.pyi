@@ -10,7 +10,6 @@ from typing import Any, Final, Literal, TypedDict, TypeVar, final
 import redis.asyncio.retry
 import redis.backoff
 import redis.retry
-from redis.exceptions import RedisError
 from typing_extensions import Self, disjoint_base
 
 DEFAULT_CAP: Final = 0.512
@@ -147,6 +146,12 @@ class Retry(redis.retry.Retry):
     _backoff: redis.backoff.AbstractBackoff
     _retries: int
     _supported_errors: tuple[type[Exception], ...]
+    # redis-py 8.2's checker, accepted whatever redis-py is installed.
+    _is_retryable: Callable[[Exception], bool] | None
+    @property
+    def is_retryable(self) -> Callable[[Exception], bool] | None: ...
+    @is_retryable.setter
+    def is_retryable(self, value: Callable[[Exception], bool] | None) -> None: ...
     deadline: float | None
     budget: RetryBudget | None
     stats: RetryStats | None
@@ -155,6 +160,7 @@ class Retry(redis.retry.Retry):
         backoff: redis.backoff.AbstractBackoff,
         retries: int,
         supported_errors: tuple[type[Exception], ...] = ...,
+        is_retryable: Callable[[Exception], bool] | None = None,
         *,
         deadline: float | None = None,
         budget: RetryBudget | None = None,
@@ -180,7 +186,14 @@ class AsyncRetry(redis.asyncio.retry.Retry):
     # The asyncio Retry; its run-time name is redis_backoff_c.asyncio.retry.Retry.
     _backoff: redis.backoff.AbstractBackoff
     _retries: int
-    _supported_errors: tuple[type[RedisError], ...]
+    # _supported_errors is the base class's: a tuple of RedisError classes
+    # before redis-py 8.2, of Exception classes from 8.2 on (its asyncio Retry
+    # became AbstractRetry[Exception]); the parameters below take the wider.
+    _is_retryable: Callable[[Exception], bool] | None
+    @property
+    def is_retryable(self) -> Callable[[Exception], bool] | None: ...
+    @is_retryable.setter
+    def is_retryable(self, value: Callable[[Exception], bool] | None) -> None: ...
     deadline: float | None
     budget: RetryBudget | None
     stats: RetryStats | None
@@ -188,7 +201,8 @@ class AsyncRetry(redis.asyncio.retry.Retry):
         self,
         backoff: redis.backoff.AbstractBackoff,
         retries: int,
-        supported_errors: tuple[type[RedisError], ...] = ...,
+        supported_errors: tuple[type[Exception], ...] = ...,
+        is_retryable: Callable[[Exception], bool] | None = None,
         *,
         deadline: float | None = None,
         budget: RetryBudget | None = None,
@@ -196,7 +210,7 @@ class AsyncRetry(redis.asyncio.retry.Retry):
     ) -> None: ...
     def get_retries(self) -> int: ...
     def update_retries(self, value: int) -> None: ...
-    def update_supported_errors(self, specified_errors: Iterable[type[RedisError]]) -> None: ...
+    def update_supported_errors(self, specified_errors: Iterable[type[Exception]]) -> None: ...
     # redis-py's is an ``async def``; this one is a C awaitable that speaks
     # the coroutine protocol (CPython 3.10, 3.11) or, from 3.12, an
     # ``async def`` too (redis_backoff_c.asyncio.retry.DESIGN says which).
@@ -234,3 +248,8 @@ def _async_caught(
     with_failure_count: bool,
     /,
 ) -> Coroutine[Any, Any, Any]: ...
+
+# Which test call_with_retry applies to its is_retryable argument: redis-py
+# 8.2's `is not None` (True) or 8.0/8.1's truth (False); set at import by
+# redis_backoff_c.retry; private.
+def _set_checker_rule(is_not_none: bool, /) -> None: ...

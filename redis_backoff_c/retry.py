@@ -10,6 +10,9 @@ looks it up here each time it sleeps (only after a failure), so a test can
 patch ``redis_backoff_c.retry.sleep`` as redis-py's tests patch
 ``redis.retry.sleep``.  It is ``time.sleep``: the GIL is released and
 Ctrl-C interrupts it.
+
+``call_with_retry``'s ``is_retryable`` argument is tested as the installed
+redis-py tests it: ``is not None`` from redis-py 8.2 on, its truth before.
 """
 
 from time import sleep
@@ -22,6 +25,12 @@ if speedups is not None:
     from redis_backoff_c._speedups import Retry
 
     _redis_retry.Retry.register(Retry)
+    # redis-py 8.2 gave Retry its own checker (the is_retryable property)
+    # and, with it, changed how call_with_retry tests its is_retryable
+    # argument: `is not None` where 8.0 and 8.1 test its truth.  Both C
+    # Retry types follow the installed release; the Retry's own checker is
+    # accepted and applied whatever the release.
+    speedups._set_checker_rule(hasattr(_redis_retry.AbstractRetry, "is_retryable"))
 else:
     from redis.retry import Retry
 

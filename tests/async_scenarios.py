@@ -1,8 +1,9 @@
 """Scripted runs of the asyncio Retry.call_with_retry that record every event.
 
 A scenario says what each successive do() call does, how is_retryable
-answers, whether fail raises, what kind of awaitable do and fail return,
-and the backoff.  `play` runs it on one implementation (redis-py's
+(the call's) and the Retry's own checker (redis-py 8.2) answer, whether fail
+raises or replaces the Retry's checker, what kind of awaitable do and fail
+return, and the backoff.  `play` runs it on one implementation (redis-py's
 coroutine or the C awaitable), on an event loop or driven by hand, and
 returns the events: reset, each do, is_retryable, fail with its
 arguments, compute with its argument, each sleep with its delay, and the
@@ -45,6 +46,36 @@ class FailError(RuntimeError):
 
 class RetryableError(RuntimeError):
     """What is_retryable raises when the scenario says so."""
+
+
+class FalsyChecker:
+    """A call-time is_retryable whose truth is false: redis-py 8.2 calls it
+    (`is not None`), 8.0 and 8.1 do not (`is_retryable and ...`)."""
+
+    def __init__(self, function):
+        self.function = function
+
+    def __call__(self, error):
+        return self.function(error)
+
+    def __bool__(self):
+        return False
+
+
+def cycling_checker(name, verdicts, events):
+    """A checker that records ("<name>", error) and answers `verdicts` in
+    turn, cycling ("raise" raises)."""
+    count = [0]
+
+    def checker(error):
+        verdict = verdicts[count[0] % len(verdicts)]
+        count[0] += 1
+        events.append((name, describe(error)))
+        if verdict == "raise":
+            raise RetryableError(name)
+        return verdict
+
+    return checker
 
 
 class RecordingBackoff(AbstractBackoff):
@@ -95,6 +126,20 @@ class Scenario:
     do_kind: str = "coroutine"
     fail_kind: str = "coroutine"
     backoff: str = "recording"  # recording, exponential (C fast path), none
+    # The Retry's own checker (redis-py 8.2's is_retryable=): None for none,
+    # otherwise its verdicts, cycling, as for is_retryable.
+    own_checker: tuple[object, ...] | None = None
+    # The fail call (1-based) that sets retry.is_retryable, and to what: None,
+    # or a new checker answering `new_checker`.
+    fail_sets_checker_at: int | None = None
+    new_checker: tuple[object, ...] | None = None
+    # The call's is_retryable (when given) is a FalsyChecker.
+    falsy_call_checker: bool = False
+
+    @property
+    def needs_checker(self):
+        """Does it use the Retry's own checker, which redis-py has from 8.2?"""
+        return self.own_checker is not None or self.fail_sets_checker_at is not None
 
 
 def describe(error):
@@ -137,7 +182,10 @@ def _wrap(kind, body):
 async def scenario_coroutine(impl, scenario, events):
     """The scenario as one coroutine; records into `events`."""
     backoff = make_backoff(impl, scenario, events)
-    retry = impl.asyncio_retry.Retry(backoff, scenario.retries)
+    own = {}
+    if scenario.own_checker is not None:
+        own["is_retryable"] = cycling_checker("own_checker", scenario.own_checker, events)
+    retry = impl.asyncio_retry.Retry(backoff, scenario.retries, **own)
     script = iter(scenario.script)
     count = {"do": 0, "fail": 0, "is_retryable": 0}
     raised = []
@@ -160,6 +208,12 @@ async def scenario_coroutine(impl, scenario, events):
     def fail(error, *failures):
         count["fail"] += 1
         events.append(("fail", describe(error), error is raised[-1], *failures))
+        if count["fail"] == scenario.fail_sets_checker_at:
+            retry.is_retryable = (
+                None
+                if scenario.new_checker is None
+                else cycling_checker("new_checker", scenario.new_checker, events)
+            )
 
         def body():
             if count["fail"] == scenario.fail_raises_at:
@@ -177,7 +231,9 @@ async def scenario_coroutine(impl, scenario, events):
 
     kwargs = {}
     if scenario.is_retryable is not None:
-        kwargs["is_retryable"] = is_retryable
+        kwargs["is_retryable"] = (
+            FalsyChecker(is_retryable) if scenario.falsy_call_checker else is_retryable
+        )
     if scenario.with_failure_count is not None:
         kwargs["with_failure_count"] = scenario.with_failure_count
     try:

@@ -1,11 +1,12 @@
 """Scripted runs of Retry.call_with_retry that record every observable event.
 
 A scenario says what each successive do() call does, how is_retryable
-answers, whether fail raises, and which backoff the Retry holds.  `run`
-plays it on one implementation (redis-py or the C extension) and returns
-the list of events: reset, each do, is_retryable, fail with its arguments,
-compute with its argument, each sleep with its delay, and the outcome.
-The same scenario must give the same list on both sides.
+(the call's) and the Retry's own checker (redis-py 8.2) answer, whether fail
+raises or replaces the Retry's checker, and which backoff the Retry holds.
+`run` plays it on one implementation (redis-py or the C extension) and
+returns the list of events: reset, each do, each checker call, fail with its
+arguments, compute with its argument, each sleep with its delay, and the
+outcome.  The same scenario must give the same list on both sides.
 """
 
 from __future__ import annotations
@@ -46,6 +47,35 @@ class RetryableError(RuntimeError):
     """What is_retryable raises when the scenario says so."""
 
 
+class FalsyChecker:
+    """A call-time is_retryable whose truth is false: redis-py 8.2 calls it
+    (`is not None`), 8.0 and 8.1 do not (`is_retryable and ...`)."""
+
+    def __init__(self, function):
+        self.function = function
+
+    def __call__(self, error):
+        return self.function(error)
+
+    def __bool__(self):
+        return False
+
+
+def scripted_checker(name, verdicts, events, raised):
+    """A checker that records ("<name>", error, is-the-last-raised) and
+    answers `verdicts` in turn (True once they run out; "raise" raises)."""
+    answers = iter(verdicts)
+
+    def checker(error):
+        verdict = next(answers, True)
+        events.append((name, str(error), error is raised[-1]))
+        if verdict == "raise":
+            raise RetryableError(name)
+        return verdict
+
+    return checker
+
+
 class RecordingBackoff(AbstractBackoff):
     """A user-written backoff: records reset/compute, returns scripted delays."""
 
@@ -73,6 +103,20 @@ class Scenario:
     fail_raises_at: int | None = None  # 1-based index of the fail call that raises
     backoff: str = "recording"  # recording, constant, none, exponential, jitter
     delays: tuple[float, ...] = (0.25,)
+    # The Retry's own checker (redis-py 8.2's is_retryable=): None for none,
+    # otherwise its verdicts, in order, as for is_retryable.
+    own_checker: tuple[object, ...] | None = None
+    # The fail call (1-based) that sets retry.is_retryable, and to what: None,
+    # or a new checker answering `new_checker`.
+    fail_sets_checker_at: int | None = None
+    new_checker: tuple[object, ...] | None = None
+    # The call's is_retryable (when given) is a FalsyChecker.
+    falsy_call_checker: bool = False
+
+    @property
+    def needs_checker(self):
+        """Does it use the Retry's own checker, which redis-py has from 8.2?"""
+        return self.own_checker is not None or self.fail_sets_checker_at is not None
 
 
 def make_backoff(impl, scenario, events):
@@ -102,9 +146,12 @@ def run(impl, monkeypatch, scenario, seed=1234):
     """Play `scenario` on `impl`; return the recorded events."""
     events = []
     patch_sleep(impl, monkeypatch, events)
-    retry = impl.retry.Retry(make_backoff(impl, scenario, events), scenario.retries)
-    calls = iter(scenario.script)
     raised = []
+    own = {}
+    if scenario.own_checker is not None:
+        own["is_retryable"] = scripted_checker("own_checker", scenario.own_checker, events, raised)
+    retry = impl.retry.Retry(make_backoff(impl, scenario, events), scenario.retries, **own)
+    calls = iter(scenario.script)
     verdicts = iter(scenario.is_retryable or ())
     fail_calls = [0]
 
@@ -123,6 +170,12 @@ def run(impl, monkeypatch, scenario, seed=1234):
     def fail(*args):
         fail_calls[0] += 1
         events.append(("fail", *[describe_arg(a) for a in args]))
+        if fail_calls[0] == scenario.fail_sets_checker_at:
+            retry.is_retryable = (
+                None
+                if scenario.new_checker is None
+                else scripted_checker("new_checker", scenario.new_checker, events, raised)
+            )
         if fail_calls[0] == scenario.fail_raises_at:
             raise FailError(f"fail #{fail_calls[0]}")
 
@@ -140,7 +193,9 @@ def run(impl, monkeypatch, scenario, seed=1234):
 
     kwargs = {}
     if scenario.is_retryable is not None:
-        kwargs["is_retryable"] = is_retryable
+        kwargs["is_retryable"] = (
+            FalsyChecker(is_retryable) if scenario.falsy_call_checker else is_retryable
+        )
     if scenario.with_failure_count is not None:
         kwargs["with_failure_count"] = scenario.with_failure_count
     random.seed(seed)

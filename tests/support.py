@@ -6,6 +6,14 @@ import importlib
 from types import SimpleNamespace
 
 import redis.backoff
+import redis.retry
+
+# redis-py 8.2 gave Retry its own `is_retryable` checker (and made
+# call_with_retry test its is_retryable argument with `is not None`).  On
+# 8.0 and 8.1 the redis-py side has no checker to compare ours with: tests
+# of the checker then check the C side, and that redis-py indeed has none
+# (side_without_checker).
+REDIS_PY_HAS_CHECKER = hasattr(redis.retry.AbstractRetry, "is_retryable")
 
 
 def _load(side):
@@ -62,3 +70,22 @@ def exponential(x, failures):
     if LDEXP_RULE:
         return redis.backoff._exponential(x, failures)
     return x * 2**failures
+
+
+def side_without_checker(impl):
+    """True for a redis-py that has no Retry checker (before 8.2), after
+    checking that it indeed takes none: a test of the checker then has
+    nothing more to check on that side, whose redis-py has no checker to
+    compare with."""
+    if impl.name != "redis-py" or REDIS_PY_HAS_CHECKER:
+        return False
+    backoff = impl.backoff.NoBackoff()
+    for retry_module in (impl.retry, impl.asyncio_retry):
+        try:
+            retry_module.Retry(backoff, 1, is_retryable=lambda error: True)
+        except TypeError:
+            pass
+        else:
+            raise AssertionError(f"{retry_module.__name__}.Retry took is_retryable")
+        assert not hasattr(retry_module.Retry(backoff, 1), "is_retryable")
+    return True

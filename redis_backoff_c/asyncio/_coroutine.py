@@ -9,7 +9,7 @@ interpreter or raising ``StopIteration``; everything else is C:
 ``Retry`` with a deadline, budget or stats, returns the C awaitable of the
 whole call, which keeps their accounting), and on a
 supported error ``_async_caught`` returns the C awaitable of the failure
-loop (``is_retryable``, ``fail``, the retries limit, ``compute``, the sleep,
+loop (the checkers, ``fail``, the retries limit, ``compute``, the sleep,
 ``do()`` again), started from the error caught here.
 """
 
@@ -33,8 +33,11 @@ async def call_with_retry(
     """Await do(); on an error in _supported_errors, await fail(error) (or
     fail(error, failures)), await redis_backoff_c.asyncio.retry.sleep(
     _backoff.compute(failures)) and await do() again, up to _retries times
-    (forever when < 0); then raise the error.  A falsy is_retryable(error)
-    raises it at once."""
+    (forever when < 0); then raise the error.  When the Retry's own checker
+    (self.is_retryable) is set and returns false for the error, fail() is
+    awaited (failures + 1 as its count) and the error raised; then a false
+    is_retryable(error) raises it at once (the argument is combined with the
+    Retry's checker by AND)."""
     whole = _async_begin(self, do, fail, is_retryable, with_failure_count)
     if whole is not None:  # deadline, budget or stats: all in C
         result: _T = await whole

@@ -131,8 +131,9 @@ def always_failing(error_type=CE, pause=0.0):
 def test_extras_default_to_none_and_are_keyword_only(flavor):
     retry = flavor.Retry(NoBackoff(), 3)
     assert (retry.deadline, retry.budget, retry.stats) == (None, None, None)
-    with pytest.raises(TypeError, match="at most 3 positional"):
-        flavor.Retry(NoBackoff(), 3, (CE,), 1.0)
+    # Four positional parameters: redis-py 8.2's is_retryable is the fourth.
+    with pytest.raises(TypeError, match="at most 4 positional"):
+        flavor.Retry(NoBackoff(), 3, (CE,), None, 1.0)
     budget, stats = RetryBudget(10, 0.1), RetryStats()
     retry = flavor.Retry(NoBackoff(), 3, (CE,), deadline=0.5, budget=budget, stats=stats)
     assert retry.deadline == 0.5
@@ -207,8 +208,17 @@ def test_subclass_init_takes_the_extras(flavor):
     assert (retry.stats, retry.deadline, retry.budget) == (stats, 3, None)
     retry.__init__(NoBackoff(), 2)  # __init__ again: the extras given now, none
     assert (retry.stats, retry.deadline) == (None, None)
-    with pytest.raises(TypeError):
-        Sub(NoBackoff(), 2, (CE,), 3)
+    with pytest.raises(TypeError, match="at most 4 positional"):
+        Sub(NoBackoff(), 2, (CE,), None, 3)
+    retry = Sub(NoBackoff(), 2, (CE,), never, stats=stats)
+    assert (retry.is_retryable, retry.stats) == (never, stats)
+    retry.__init__(NoBackoff(), 2)  # as redis-py's __init__: the checker given now, none
+    assert retry.is_retryable is None
+
+
+def never(error):
+    """The Retry's checker that retries nothing."""
+    return False
 
 
 # ---------------------------------------------------------------- ==, hash, repr
@@ -667,6 +677,64 @@ def test_stats_count_every_outcome(flavor):
     assert flavor.slept == [0.5] * 3
     stats.reset()
     assert stats.snapshot() == dict.fromkeys(STAT_KEYS, 0)
+
+
+def test_stats_count_a_rejection_by_the_retrys_checker(flavor):
+    """The Retry's own checker (redis-py 8.2's is_retryable) said no: a
+    give-up counted as not retryable once fail() has returned, as the
+    exhausted ones are; a fail() that raises ends the call without one."""
+    stats, budget = RetryStats(), RetryBudget(10, 0.1)
+    failed = []
+    retry = flavor.Retry(ConstantBackoff(0.5), 3, is_retryable=never, stats=stats, budget=budget)
+    with pytest.raises(CE):
+        flavor.call(retry, always_failing(), failed.append)
+    assert len(failed) == 1 and flavor.slept == []
+
+    def raising_fail(error):
+        raise KeyError("fail")
+
+    with pytest.raises(KeyError):
+        flavor.call(retry, always_failing(), raising_fail)
+    checked = []
+    retry.is_retryable = lambda error: checked.append(error) or len(checked) < 2
+    with pytest.raises(CE):
+        flavor.call(retry, always_failing(), is_retryable=lambda error: True)
+    assert stats.snapshot() == {
+        **dict.fromkeys(STAT_KEYS, 0),
+        "calls": 3,
+        "attempts": 1 + 1 + 2,
+        "failed_attempts": 1 + 1 + 2,
+        "retries": 1,
+        "give_ups_not_retryable": 1 + 1,
+        "slept_seconds": 0.5,
+    }
+    assert budget.tokens == 10 - 4  # each failed attempt took its token
+
+
+def test_a_checker_with_a_deadline(flavor):
+    """The checker's no raises at once, well before the deadline; a yes
+    leaves the deadline to decide."""
+    retry = flavor.Retry(ConstantBackoff(0.5), 100, deadline=0.1, is_retryable=never)
+    do = always_failing()
+    with pytest.raises(CE):
+        flavor.call(retry, do)
+    assert do.attempts == 1 and flavor.slept == []
+    retry.is_retryable = lambda error: True
+    with pytest.raises(CE):
+        flavor.call(retry, do)
+    assert do.attempts == 2 and flavor.slept == []  # the 0.5 s sleep would reach it
+
+
+def test_the_checker_with_the_extras_in_eq_repr_copies(flavor):
+    stats = RetryStats()
+    retry = flavor.Retry(NoBackoff(), 3, (CE,), never, deadline=0.5, stats=stats)
+    assert retry == flavor.Retry(NoBackoff(), 3, (CE,), never, deadline=0.5, stats=stats)
+    assert retry != flavor.Retry(NoBackoff(), 3, (CE,), deadline=0.5, stats=stats)
+    assert repr(retry).endswith(f", is_retryable={never!r}, deadline=0.5, stats={stats!r})")
+    for twin in (copy.copy(retry), copy.deepcopy(retry)):
+        assert twin == retry and twin.is_retryable is never and twin.stats is stats
+    twin = pickle.loads(pickle.dumps(retry))
+    assert twin.is_retryable is never and twin.deadline == 0.5
 
 
 def test_stats_count_a_deadline_reached_after_the_sleep(flavor):

@@ -171,3 +171,25 @@ def test_retry_of_exact_type_in_a_cycle():
     ref = build()
     assert_collected(ref)
     assert instances(Retry) == before
+
+
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+def test_checker_referring_to_its_retry(flavor):
+    from redis_backoff_c.asyncio.retry import Retry as AsyncRetry
+
+    cls = Retry if flavor == "sync" else AsyncRetry
+
+    def build():
+        retry = cls(backoff.NoBackoff(), 3)
+
+        def checker(error):  # retry -> _is_retryable -> closure -> retry
+            return retry is not None
+
+        retry.is_retryable = checker
+        assert checker in gc.get_referents(retry)
+        return weakref.ref(checker)
+
+    gc.collect()
+    before = instances(cls)
+    assert_collected(build())
+    assert instances(cls) == before

@@ -121,6 +121,63 @@ def test_exhausted_not_retryable_unsupported():
     assert_no_leak(run, watched=[retry, always, other])
 
 
+@pytest.mark.parametrize("suspending", [False, True])
+def test_rejected_by_the_retrys_checker(suspending):
+    async def blocking_fail(error, *count):
+        if suspending:
+            await suspend()
+
+    def never(error):
+        return False
+
+    rejecting = Retry(backoff.NoBackoff(), 3, is_retryable=never)
+    accepting = Retry(backoff.NoBackoff(), 2, is_retryable=lambda error: True)
+    always = flaky(10**9, suspending=suspending)
+
+    def run():
+        assert finish(rejecting.call_with_retry(always, blocking_fail)) == ("raised", Conn)
+        outcome = finish(rejecting.call_with_retry(always, blocking_fail, None, True))
+        assert outcome == ("raised", Conn)
+        outcome = finish(accepting.call_with_retry(always, blocking_fail, never))
+        assert outcome == ("raised", Conn)
+
+    assert_no_leak(run, watched=[rejecting, accepting, always, never])
+
+
+def test_the_retrys_checker_or_its_fail_raising():
+    def raising_checker(error):
+        raise UserError("checker")
+
+    async def raising_fail(error):
+        raise UserError("fail")
+
+    raising = Retry(backoff.NoBackoff(), 3, is_retryable=raising_checker)
+    rejecting = Retry(backoff.NoBackoff(), 3, is_retryable=lambda error: False)
+    always = flaky(10**9)
+
+    def run():
+        assert finish(raising.call_with_retry(always, fail)) == ("raised", UserError)
+        assert finish(rejecting.call_with_retry(always, raising_fail)) == ("raised", UserError)
+        # print's None cannot be awaited: TypeError
+        assert finish(rejecting.call_with_retry(always, print)) == ("raised", TypeError)
+
+    assert_no_leak(run, watched=[raising, rejecting, always])
+
+
+def test_fail_replacing_the_checker():
+    retry = Retry(backoff.NoBackoff(), 3)
+    always = flaky(10**9)
+
+    async def replacing_fail(error):
+        retry.is_retryable = lambda error: False  # a new one each time
+
+    def run():
+        retry.is_retryable = None
+        assert finish(retry.call_with_retry(always, replacing_fail)) == ("raised", Conn)
+
+    assert_no_leak(run, watched=[retry, always])
+
+
 def test_callbacks_and_compute_raising():
     retry = Retry(backoff.NoBackoff(), 3)
     always = flaky(10**9)
@@ -175,21 +232,22 @@ def test_argument_errors():
     assert_no_leak(run)
 
 
-@pytest.mark.parametrize("where", ["do", "fail", "sleep"])
+@pytest.mark.parametrize("where", ["do", "fail", "sleep", "fail of a rejection"])
 @pytest.mark.parametrize("how", ["throw", "close"])
 def test_thrown_into_and_closed_at_each_await(where, how, monkeypatch):
     # What a cancellation does to the awaitable: CancelledError thrown in
     # at the await point (or GeneratorExit by close()), which must reach
     # the awaited object and come out.
     async def blocking_fail(error):
-        if where == "fail":
+        if where.startswith("fail"):
             await suspend()
 
     async def blocking_sleep(delay):
         await suspend()
 
     monkeypatch.setattr(async_module, "sleep", blocking_sleep)
-    retry = Retry(backoff.ConstantBackoff(1) if where == "sleep" else backoff.NoBackoff(), 3)
+    own = {"is_retryable": lambda error: False} if where == "fail of a rejection" else {}
+    retry = Retry(backoff.ConstantBackoff(1) if where == "sleep" else backoff.NoBackoff(), 3, **own)
     do = flaky(0 if where == "do" else 1, suspending=where == "do")
 
     def run():
@@ -251,10 +309,23 @@ def test_construction_methods_copies():
 
     def run():
         Retry(strategy, -1, errors)
+        Retry(strategy, -1, errors, print)
         try:
             Retry(strategy, "3")
         except TypeError:
             pass
+        try:
+            Retry(strategy, 3, errors, 3)
+        except TypeError:
+            pass
+        with_checker = Retry(strategy, 3, is_retryable=print)
+        with_checker.is_retryable = None
+        with_checker._is_retryable = print
+        copy.copy(with_checker)
+        copy.deepcopy(with_checker)
+        assert with_checker != retry
+        hash(with_checker)
+        repr(with_checker)
         retry.update_retries(4)
         retry.update_supported_errors([KeyError])
         retry.get_retries()

@@ -9,6 +9,7 @@ import pytest
 import redis.backoff
 import redis.exceptions
 from leakcheck import assert_no_leak, calls_raising
+from support import REDIS_PY_HAS_CHECKER
 
 import redis_backoff_c.backoff as backoff
 import redis_backoff_c.retry as retry_module
@@ -112,6 +113,71 @@ def test_not_retryable():
     )
 
 
+@pytest.mark.parametrize("with_failure_count", [False, True])
+def test_rejected_by_the_retrys_checker(with_failure_count):
+    checker = lambda error: False  # noqa: E731
+    retry = Retry(backoff.NoBackoff(), 3, is_retryable=checker)
+    do = failing(10**9)
+    counts = []
+
+    def fail(error, *count):
+        counts.append(count)
+
+    def run():
+        try:
+            retry.call_with_retry(do, fail, None, with_failure_count)
+        except redis.exceptions.ConnectionError:
+            counts.clear()
+            return
+        raise AssertionError("no error")
+
+    assert_no_leak(run, watched=[retry, checker])
+
+
+def test_the_retrys_checker_then_the_calls():
+    retry = Retry(backoff.NoBackoff(), 3, is_retryable=lambda error: True)
+    do = failing(10**9)
+    predicate = lambda error: False  # noqa: E731
+    assert_no_leak(
+        calls_raising(
+            redis.exceptions.ConnectionError, retry.call_with_retry, do, print, predicate
+        ),
+        watched=[retry, predicate],
+    )
+
+
+def test_the_retrys_checker_or_fail_raising():
+    def checker(error):
+        raise UserError("checker")
+
+    def fail(error):
+        raise UserError("fail")
+
+    raising = Retry(backoff.NoBackoff(), 3, is_retryable=checker)
+    rejecting = Retry(backoff.NoBackoff(), 3, is_retryable=lambda error: False)
+    do = failing(10**9)
+    assert_no_leak(calls_raising(UserError, raising.call_with_retry, do, print))
+    assert_no_leak(calls_raising(UserError, rejecting.call_with_retry, do, fail))
+
+
+def test_fail_replacing_the_checker():
+    retry = Retry(backoff.NoBackoff(), 3)
+    do = failing(10**9)
+
+    def fail(error):
+        retry.is_retryable = lambda error: False  # a new one each time
+
+    def run():
+        retry.is_retryable = None
+        try:
+            retry.call_with_retry(do, fail)
+        except redis.exceptions.ConnectionError:
+            return
+        raise AssertionError("no error")
+
+    assert_no_leak(run, watched=[retry])
+
+
 def test_unsupported_error_passes_through():
     retry = Retry(backoff.NoBackoff(), 3)
     assert_no_leak(
@@ -169,6 +235,9 @@ def test_construction_and_errors():
     assert_no_leak(calls_raising(TypeError, Retry, strategy, 3, 5))
     assert_no_leak(calls_raising(TypeError, Retry, strategy))
     assert_no_leak(calls_raising(TypeError, Retry, strategy, 3, errors, 4))
+    assert_no_leak(calls_raising(TypeError, Retry, strategy, 3, errors, None, 4))
+    assert_no_leak(lambda: Retry(strategy, 3, errors, print), watched=[strategy, errors])
+    assert_no_leak(lambda: Retry(strategy, 3, is_retryable=print, stats=None))
 
 
 def test_methods_and_attributes():
@@ -185,16 +254,39 @@ def test_methods_and_attributes():
         retry._retries = 4
         retry._backoff  # noqa: B018
         retry._supported_errors  # noqa: B018
+        retry.is_retryable = checker
+        retry._is_retryable = checker
+        retry.is_retryable  # noqa: B018
+        retry._is_retryable = None
 
-    assert_no_leak(run, watched=[retry, strategy])
+    checker = lambda error: True  # noqa: E731
+    assert_no_leak(run, watched=[retry, strategy, checker])
+    assert_no_leak(calls_raising(TypeError, setattr, retry, "is_retryable", 5))
     assert_no_leak(calls_raising(TypeError, retry.update_supported_errors, [1]))
     assert_no_leak(calls_raising(TypeError, retry.update_retries, "x"))
 
 
-def test_copy_pickle_eq_hash_repr():
-    retry = Retry(backoff.ExponentialBackoff(), 3)
-    same = Retry(backoff.ExponentialBackoff(), 3)
+def checker(error):
+    """A module-level checker: it pickles."""
+    return True
+
+
+class CheckerObject:
+    """A checker object: deepcopy copies it."""
+
+    def __call__(self, error):
+        return True
+
+
+@pytest.mark.parametrize(
+    "own", [None, checker, CheckerObject()], ids=["none", "function", "object"]
+)
+def test_copy_pickle_eq_hash_repr(own):
+    retry = Retry(backoff.ExponentialBackoff(), 3, is_retryable=own)
+    same = Retry(backoff.ExponentialBackoff(), 3, is_retryable=own)
     theirs = redis.retry.Retry(redis.backoff.ExponentialBackoff(), 3)
+    if own is not None and REDIS_PY_HAS_CHECKER:
+        theirs.is_retryable = own
     data = pickle.dumps(retry)
 
     def run():
@@ -203,7 +295,7 @@ def test_copy_pickle_eq_hash_repr():
         pickle.loads(data)
         pickle.dumps(retry)
         assert retry == same
-        assert retry == theirs
+        assert (retry == theirs) is (own is None or REDIS_PY_HAS_CHECKER)
         assert retry != 3
         hash(retry)
         repr(retry)

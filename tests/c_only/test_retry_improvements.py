@@ -5,12 +5,17 @@ parameter, where redis-py would accept it and fail later (or never); and
 repr() says what the Retry holds.
 """
 
+import asyncio
 import copy
 import pickle
 import socket
 
 import pytest
 import redis.exceptions
+from support import REDIS_PY_HAS_CHECKER
+
+import redis_backoff_c._speedups as speedups
+import redis_backoff_c.retry as retry_module
 
 DEFAULT_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, socket.timeout)
 
@@ -110,9 +115,29 @@ def test_do_and_fail_must_be_callable(Retry, backoff, which):
         retry.call_with_retry(**args)
 
 
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+@pytest.mark.parametrize("checker", [3, "check", b"", object()])
+def test_the_retrys_checker_must_be_callable_or_none(c_impl, backoff, flavor, checker):
+    """redis-py 8.2 takes anything and fails at the first supported error
+    with "'int' object is not callable"; the C Retry says so at once."""
+    Retry = c_impl.retry.Retry if flavor == "sync" else c_impl.asyncio_retry.Retry
+    with pytest.raises(TypeError, match="'is_retryable' must be callable or None"):
+        Retry(backoff, 1, (), checker)
+    with pytest.raises(TypeError, match="'is_retryable'"):
+        Retry(backoff, 1, is_retryable=checker)
+    retry = Retry(backoff, 1, is_retryable=print)
+    for name in ("is_retryable", "_is_retryable"):
+        with pytest.raises(TypeError, match=f"Retry.{name}"):
+            setattr(retry, name, checker)
+    assert retry.is_retryable is print
+    for callable_ in (print, len, type, lambda e: 1, Index, None):
+        retry.is_retryable = callable_
+        assert retry._is_retryable is callable_
+
+
 def test_attributes_cannot_be_deleted(Retry, backoff):
     retry = Retry(backoff, 1)
-    for name in ("_backoff", "_retries", "_supported_errors"):
+    for name in ("_backoff", "_retries", "_supported_errors", "_is_retryable", "is_retryable"):
         with pytest.raises(AttributeError):
             delattr(retry, name)
 
@@ -134,6 +159,11 @@ def test_repr_is_readable(c_impl, Retry):
         "Retry(ExponentialBackoff(cap=0.512, base=0.008), 3, "
         "supported_errors=(<class 'KeyError'>,))"
     )
+    retry.is_retryable = len  # shown only when set, after the redis-py parameters
+    assert repr(retry) == (
+        "Retry(ExponentialBackoff(cap=0.512, base=0.008), 3, "
+        "supported_errors=(<class 'KeyError'>,), is_retryable=<built-in function len>)"
+    )
 
 
 @pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
@@ -149,9 +179,65 @@ def test_default_errors_survive_every_pickle_protocol(c_impl, Retry, protocol):
 
 def test_object_made_by_new_alone_is_sound(Retry):
     retry = Retry.__new__(Retry)
+    assert retry.is_retryable is None
     assert retry._backoff is None
     assert retry._retries == 0
     assert retry._supported_errors == DEFAULT_ERRORS
     assert copy.deepcopy(retry) == retry
     with pytest.raises(AttributeError):
         retry.call_with_retry(lambda: 1, print)  # None has no reset(), as in redis-py
+
+
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+def test_both_rules_for_the_calls_is_retryable(c_impl, backoff, flavor, monkeypatch):
+    """The rule for call_with_retry's is_retryable argument is redis-py's
+    installed one (set at import); each is here by the private switch:
+    redis-py 8.2's `is not None` calls a checker that is false as a truth
+    value, 8.0/8.1's truthiness skips it."""
+
+    class Falsy:
+        def __init__(self):
+            self.calls = 0
+
+        def __call__(self, error):
+            self.calls += 1
+            return False
+
+        def __len__(self):
+            return 0
+
+    Retry = c_impl.retry.Retry if flavor == "sync" else c_impl.asyncio_retry.Retry
+    retry = Retry(backoff, 2)
+
+    def outcome(checker):
+        attempts = []
+
+        def do():
+            attempts.append(1)
+            raise redis.exceptions.ConnectionError()
+
+        async def ado():
+            do()
+
+        async def afail(error):
+            pass
+
+        with pytest.raises(redis.exceptions.ConnectionError):
+            if flavor == "sync":
+                retry.call_with_retry(do, lambda e: None, checker)
+            else:
+                asyncio.run(retry.call_with_retry(ado, afail, checker))
+        return len(attempts)
+
+    monkeypatch.setattr(retry_module, "sleep", lambda delay: None)
+    try:
+        speedups._set_checker_rule(True)
+        checker = Falsy()
+        assert (outcome(checker), checker.calls) == (1, 1)
+        speedups._set_checker_rule(False)
+        checker = Falsy()
+        assert (outcome(checker), checker.calls) == (3, 0)
+    finally:
+        speedups._set_checker_rule(REDIS_PY_HAS_CHECKER)
+    checker = Falsy()
+    assert outcome(checker) == (1 if REDIS_PY_HAS_CHECKER else 3)

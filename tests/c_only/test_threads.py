@@ -227,3 +227,31 @@ def test_shared_retry_with_updates():
             assert retry.call_with_retry(flaky(1, "ok"), lambda error: None) == "ok"
 
     run_threads(work)
+
+
+def test_checker_replaced_while_others_call():
+    # Threads call a shared Retry while one keeps replacing its checker
+    # (by a new function each time, which only the Retry holds, or None):
+    # each error meets whichever checker the Retry holds then, and a call
+    # ends with its result (no checker, or a yes) or the error (a no),
+    # after fail() ran for it.
+    retry = Retry(backoff.NoBackoff(), 3)
+    done = threading.Event()
+
+    def work(index):
+        if index == 0:
+            for i in range(5000):
+                verdict = bool(i % 3)
+                retry.is_retryable = None if i % 5 == 0 else (lambda error, v=verdict: v)
+            done.set()
+            return
+        while not done.is_set():
+            fails = []
+            try:
+                result = retry.call_with_retry(flaky(1, "ok"), fails.append)
+            except redis.exceptions.ConnectionError:
+                result = "raised"
+            if result not in ("ok", "raised") or len(fails) != 1:
+                raise AssertionError(f"{result!r} after {len(fails)} fail calls")
+
+    run_threads(work)

@@ -7,6 +7,7 @@ the same scenario, on the same loop.
 
 import asyncio
 import copy
+import itertools
 import pickle
 import sys
 
@@ -22,6 +23,7 @@ from async_scenarios import (
     run_on,
     suspend,
 )
+from support import REDIS_PY_HAS_CHECKER, side_without_checker
 
 LOOPS = ["hand", "asyncio", "uvloop"]
 
@@ -220,9 +222,10 @@ class Cancellation:
     """A scenario that blocks at one await point until cancelled, recording
     what each awaited object saw."""
 
-    def __init__(self, impl, where, monkeypatch):
+    def __init__(self, impl, where, monkeypatch, rejecting=False):
         self.impl = impl
         self.where = where
+        self.rejecting = rejecting  # the Retry's checker says no
         self.events = []
         self.started = None
         self.errors = []
@@ -256,7 +259,8 @@ class Cancellation:
 
     async def run(self):
         self.started = asyncio.Event()
-        retry = self.impl.asyncio_retry.Retry(self.impl.backoff.ConstantBackoff(1), 3)
+        own = {"is_retryable": lambda error: False} if self.rejecting else {}
+        retry = self.impl.asyncio_retry.Retry(self.impl.backoff.ConstantBackoff(1), 3, **own)
         task = asyncio.ensure_future(retry.call_with_retry(self.do, self.fail))
         await self.started.wait()
         task.cancel()
@@ -437,3 +441,326 @@ def test_call_with_retry_keywords(impl, monkeypatch):
 
 def test_errors_module_is_the_one_reference():
     assert ERRORS["conn"] is redis.exceptions.ConnectionError
+
+
+# ---- the Retry's own checker: redis-py 8.2's is_retryable ----
+#
+# On redis-py 8.2 the C side's events are compared with redis-py's.  Before
+# 8.2 redis-py has no checker to compare with: the C side, which takes one
+# whatever redis-py is installed, must end each call, and the sequences
+# spelled out below are checked on it.
+
+CHECKER_SCENARIOS = [
+    ("rejected-1st", Scenario(("conn", "ok"), own_checker=(False,))),
+    ("rejected-2nd", Scenario(("conn", "timeout", "ok"), own_checker=(True, False))),
+    (
+        "rejected-with-count",
+        Scenario(("conn",) * 3, own_checker=(1, 1, 0), with_failure_count=True),
+    ),
+    ("accepted", Scenario(("conn", "conn", "ok"), own_checker=(True,))),
+    ("then-call-checker", Scenario(("conn", "ok"), own_checker=(True,), is_retryable=(False,))),
+    ("before-call-checker", Scenario(("conn", "ok"), own_checker=(False,), is_retryable=(True,))),
+    ("both-say-yes", Scenario(("conn", "timeout", "ok"), own_checker=(1,), is_retryable=(1,))),
+    ("checker-raises", Scenario(("conn", "ok"), own_checker=("raise",))),
+    ("falsy-verdict", Scenario(("conn", "ok"), own_checker=([],))),
+    ("foreign-not-asked", Scenario(("foreign",), own_checker=(False,))),
+    ("exhausted", Scenario(("conn",) * 3, retries=1, own_checker=(True,))),
+    ("fail-raises", Scenario(("conn", "ok"), own_checker=(False,), fail_raises_at=1)),
+    ("fail-object", Scenario(("conn", "ok"), own_checker=(False,), fail_kind="object")),
+    ("fail-not-awaitable", Scenario(("conn", "ok"), own_checker=(False,), fail_kind="none")),
+    ("do-object", Scenario(("conn", "ok"), own_checker=(False,), do_kind="object")),
+    ("c-fast-path", Scenario(("conn",) * 3, own_checker=(1, 0), backoff="exponential")),
+    (
+        "fail-clears-checker",
+        Scenario(("conn", "conn", "ok"), own_checker=(True, False), fail_sets_checker_at=1),
+    ),
+    (
+        "fail-sets-rejecting",
+        Scenario(("conn", "conn", "ok"), fail_sets_checker_at=1, new_checker=(False,)),
+    ),
+    (
+        "fail-replaces-after-rejection",
+        Scenario(("conn", "ok"), own_checker=(False,), fail_sets_checker_at=1, new_checker=(1,)),
+    ),
+    (
+        "fail-sets-raising",
+        Scenario(("conn", "timeout", "ok"), fail_sets_checker_at=1, new_checker=("raise",)),
+    ),
+]
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+@pytest.mark.parametrize(
+    "scenario", [s for _, s in CHECKER_SCENARIOS], ids=[i for i, _ in CHECKER_SCENARIOS]
+)
+def test_checker_scenario_matches_redis_py(c_impl, reference, scenario, loop, monkeypatch):
+    ours = play(c_impl, scenario, monkeypatch, loop)
+    if REDIS_PY_HAS_CHECKER:
+        assert ours == play(reference, scenario, monkeypatch, loop)
+    else:
+        assert side_without_checker(reference)
+        assert ours[-1][0] in ("return", "raise")
+        assert "ScriptExhausted" not in str(ours[-1])
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_checker_with_futures_matches_redis_py(c_impl, reference, loop, monkeypatch):
+    scenario = Scenario(("conn", "ok"), own_checker=(False,), fail_kind="future")
+    ours = play(c_impl, scenario, monkeypatch, loop)
+    if REDIS_PY_HAS_CHECKER:
+        assert ours == play(reference, scenario, monkeypatch, loop)
+    assert ours[-2:] == [
+        ("fail", ("ConnectionError", "do 1"), True),
+        ("raise", ("ConnectionError", "do 1"), True, None, False),
+    ]
+
+
+def test_rejection_spelled_out(impl, monkeypatch):
+    """The checker says no to the second error: fail is awaited with the
+    count it would have had, the call's is_retryable is not asked, nothing
+    is computed, and the error itself is raised."""
+    if side_without_checker(impl):
+        return
+    events = play(
+        impl,
+        Scenario(
+            ("conn", "timeout", "ok"),
+            own_checker=(True, False),
+            is_retryable=(True,),
+            with_failure_count=True,
+        ),
+        monkeypatch,
+    )
+    conn = ("ConnectionError", "do 1")
+    timeout = ("TimeoutError", "do 2")
+    assert events == [
+        ("reset",),
+        ("do",),
+        ("own_checker", conn),
+        ("is_retryable", conn),
+        ("fail", conn, True, 1),
+        ("compute", 1),
+        ("sleep", 0.25),
+        ("do",),
+        ("own_checker", timeout),
+        ("fail", timeout, True, 2),
+        ("raise", timeout, True, None, False),
+    ]
+
+
+def test_rejection_with_raising_fail(impl, monkeypatch):
+    if side_without_checker(impl):
+        return
+    events = play(
+        impl, Scenario(("conn", "ok"), own_checker=(False,), fail_raises_at=1), monkeypatch
+    )
+    conn = ("ConnectionError", "do 1")
+    assert events[-3:] == [
+        ("own_checker", conn),
+        ("fail", conn, True),
+        ("raise", ("FailError", "fail 1"), False, conn, True),
+    ]
+
+
+def test_call_checker_rule_follows_redis_py(impl, monkeypatch):
+    """A call-time is_retryable that is false as a truth value: redis-py 8.2
+    calls it (`is not None`), 8.0 and 8.1 skip it.  Both sides follow the
+    redis-py installed."""
+    scenario = Scenario(("conn", "ok"), is_retryable=(False,), falsy_call_checker=True)
+    events = play(impl, scenario, monkeypatch)
+    conn = ("ConnectionError", "do 1")
+    if REDIS_PY_HAS_CHECKER:
+        assert events[-2:] == [("is_retryable", conn), ("raise", conn, True, None, False)]
+    else:
+        assert "is_retryable" not in [e[0] for e in events]
+        assert events[-1] == ("return", ("result", 2))
+
+
+def test_rejected_error_keeps_the_frames_of_do(impl):
+    if side_without_checker(impl):
+        return
+    raised = []
+
+    async def do():
+        await suspend()
+        raised.append(redis.exceptions.ConnectionError("down"))
+        raise raised[-1]
+
+    async def fail(error):
+        await suspend()
+
+    async def main():
+        retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 3, is_retryable=lambda e: 0)
+        with pytest.raises(redis.exceptions.ConnectionError) as info:
+            await retry.call_with_retry(do, fail)
+        return info.value
+
+    error = run_on("asyncio", main())
+    assert error is raised[0] and len(raised) == 1
+    tb = error.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_code.co_name == "do"
+
+
+def test_checker_and_fail_see_the_error_in_exc_info(impl):
+    if side_without_checker(impl):
+        return
+    seen = []
+
+    def checker(error):
+        seen.append(sys.exc_info()[1] is error)
+        return False
+
+    async def fail(error):
+        seen.append(sys.exc_info()[1] is error)
+        await suspend()
+        seen.append(sys.exc_info()[1] is error)
+
+    async def do():
+        raise redis.exceptions.ConnectionError()
+
+    async def main():
+        retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 1, is_retryable=checker)
+        with pytest.raises(redis.exceptions.ConnectionError):
+            await retry.call_with_retry(do, fail)
+        assert sys.exc_info()[1] is None
+
+    run_on("asyncio", main())
+    assert seen == [True, True, True]
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_cancellation_in_the_fail_of_a_rejection(impl, reference, loop, monkeypatch):
+    """Cancelled while awaiting fail() after the checker's no: the
+    cancellation reaches fail and comes out, the error as its context."""
+    if side_without_checker(impl):
+        return
+    events = run_on(loop, Cancellation(impl, "fail", monkeypatch, rejecting=True).run())
+    assert ("fail", "cancelled", True) in events
+    assert ("outcome", "cancelled", True) in events
+    assert ("context", "ConnectionError", True) in events
+    if REDIS_PY_HAS_CHECKER:
+        expected = Cancellation(reference, "fail", monkeypatch, rejecting=True).run()
+        assert events == run_on(loop, expected)
+
+
+def _never(error):
+    return False
+
+
+class CallableChecker:
+    """A checker object: equal by its answer, unhashable (the Retry's hash
+    must not hash it), deep-copied by copy.deepcopy."""
+
+    __hash__ = None
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __call__(self, error):
+        return self.answer
+
+    def __eq__(self, other):
+        return isinstance(other, CallableChecker) and other.answer == self.answer
+
+
+def test_checker_constructor_and_attributes(impl):
+    if side_without_checker(impl):
+        return
+    backoff = impl.backoff.NoBackoff()
+    assert make_retry(impl, backoff, 1).is_retryable is None
+    positional = make_retry(impl, backoff, 1, (OSError,), _never)
+    assert positional._is_retryable is _never and positional.is_retryable is _never
+    keyword = make_retry(impl, backoff, 1, is_retryable=_never)
+    assert keyword._supported_errors == (
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+    )
+    keyword.is_retryable = None
+    assert keyword._is_retryable is None
+    keyword._is_retryable = _never
+    assert keyword.is_retryable is _never
+    with pytest.raises(TypeError):
+        make_retry(impl, backoff, 1, (), None, 5)
+
+
+def test_checker_in_equality_not_in_hash(impl, reference):
+    """Before redis-py 8.2 a redis-py Retry has no checker to compare
+    with: ours sees None in it, its __eq__ ignores ours."""
+    if side_without_checker(impl):
+        return
+    variants = [None, _never, CallableChecker(1), CallableChecker(2)]
+
+    def build(side, checker):
+        own = {} if checker is None else {"is_retryable": checker}
+        return make_retry(side, side.backoff.ExponentialBackoff(2, 0.5), 3, **own)
+
+    for a, b in itertools.product(variants, repeat=2):
+        ours, other = build(impl, a), build(impl, b)
+        assert (ours == other) is (a == b)
+        assert hash(ours) == hash((ours._backoff, 3, frozenset(ours._supported_errors)))
+        if REDIS_PY_HAS_CHECKER:
+            theirs = build(reference, b)
+            assert (ours == theirs) is (a == b) and (theirs == ours) is (a == b)
+    if not REDIS_PY_HAS_CHECKER:
+        theirs = build(reference, None)
+        assert (build(impl, _never) == theirs) is False and theirs == build(impl, _never)
+
+
+@pytest.mark.parametrize("checker", [_never, CallableChecker(0)], ids=["function", "object"])
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_checker_copies(impl, checker, how):
+    if side_without_checker(impl):
+        return
+    retry = make_retry(impl, impl.backoff.ExponentialBackoff(2, 0.5), 3, is_retryable=checker)
+    if how == "pickle":
+        other = pickle.loads(pickle.dumps(retry))
+    else:
+        other = getattr(copy, how)(retry)
+    assert type(other) is type(retry)
+    assert other == retry and hash(other) == hash(retry)
+    assert other._is_retryable == checker
+    assert (other._is_retryable is checker) is (how == "copy" or checker is _never)
+
+
+def test_repr_shows_a_checker(c_impl):
+    retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 3, is_retryable=_never)
+    errors = retry._supported_errors
+    assert repr(retry) == (
+        f"Retry(NoBackoff(), 3, supported_errors={errors!r}, is_retryable={_never!r})"
+    )
+
+
+@pytest.mark.parametrize("thrown", [KeyError, asyncio.CancelledError])
+def test_throw_into_the_fail_of_a_rejection(impl, thrown):
+    """An exception thrown in while fail() is awaited after the checker's
+    no: fail swallowing it lets the rejected error be raised; one it lets
+    out comes out instead, the error as its context."""
+    if side_without_checker(impl):
+        return
+    events = []
+    raised = []
+
+    async def do():
+        raised.append(redis.exceptions.ConnectionError("down"))
+        raise raised[-1]
+
+    async def fail(error):
+        try:
+            await suspend()
+        except KeyError as swallowed:
+            events.append(type(swallowed).__name__)
+
+    retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 3, is_retryable=lambda e: False)
+    awaitable = retry.call_with_retry(do, fail)
+    awaitable.send(None)  # suspended in fail()
+    with pytest.raises((redis.exceptions.ConnectionError, thrown)) as info:
+        awaitable.throw(thrown("in"))
+    if thrown is KeyError:
+        assert events == ["KeyError"]
+        assert info.value is raised[0] and info.value.__context__ is None
+    else:
+        assert type(info.value) is thrown and info.value.__context__ is raised[0]
+    with pytest.raises(RuntimeError):
+        awaitable.send(None)  # done

@@ -32,7 +32,12 @@ from retry_scenarios import (
     ScriptExhausted,
     run,
 )
-from support import IMPLEMENTATIONS, patch_sleep
+from support import (
+    IMPLEMENTATIONS,
+    REDIS_PY_HAS_CHECKER,
+    patch_sleep,
+    side_without_checker,
+)
 
 DEFAULT_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, socket.timeout)
 
@@ -43,7 +48,14 @@ def other_side(impl):
 
 def both_sides_agree(monkeypatch, scenario):
     """Play the scenario on both sides; return redis-py's events after
-    checking the C side recorded the very same ones."""
+    checking the C side recorded the very same ones.  A scenario with the
+    Retry's own checker, under a redis-py without one (before 8.2),
+    is played on the C side alone, which must end the call; the tests
+    that spell out sequences then check what it recorded."""
+    if scenario.needs_checker and not REDIS_PY_HAS_CHECKER:
+        actual = run(IMPLEMENTATIONS["c"], monkeypatch, scenario)
+        assert actual[-1][0] in ("return", "raise"), scenario
+        return actual
     expected = run(IMPLEMENTATIONS["redis-py"], monkeypatch, scenario)
     actual = run(IMPLEMENTATIONS["c"], monkeypatch, scenario)
     assert actual == expected, scenario
@@ -174,9 +186,14 @@ def _own_frames(error):
     return [f.name for f in traceback.extract_tb(error.__traceback__) if f.filename == __file__]
 
 
-@pytest.mark.parametrize("how", ["exhausted", "not retryable"])
+@pytest.mark.parametrize("how", ["exhausted", "not retryable", "rejected by the Retry's checker"])
 def test_reraised_error_keeps_the_frames_of_do(impl, sleeps, how):
-    retry = impl.retry.Retry(impl.backoff.NoBackoff(), 1 if how == "exhausted" else 5)
+    own = {}
+    if how.startswith("rejected"):
+        if side_without_checker(impl):
+            return
+        own["is_retryable"] = lambda e: False
+    retry = impl.retry.Retry(impl.backoff.NoBackoff(), 1 if how == "exhausted" else 5, **own)
     is_retryable = (lambda e: False) if how == "not retryable" else None
     with pytest.raises(redis.exceptions.ConnectionError) as info:
         retry.call_with_retry(_do_through_frames, lambda e: None, is_retryable)
@@ -194,11 +211,26 @@ class _RaisingCompute(RecordingBackoff):
         raise _ComputeError(failures)
 
 
-@pytest.mark.parametrize("culprit", ["fail", "is_retryable", "compute", "sleep"])
+@pytest.mark.parametrize(
+    "culprit",
+    ["fail", "is_retryable", "compute", "sleep", "own checker", "fail after a rejection"],
+)
 def test_callback_error_has_the_handled_error_as_context(impl, monkeypatch, culprit):
     seen = []
     backoff = _RaisingCompute([]) if culprit == "compute" else impl.backoff.ConstantBackoff(0.5)
-    retry = impl.retry.Retry(backoff, 3)
+    own = {}
+    if culprit in ("own checker", "fail after a rejection"):
+        if side_without_checker(impl):
+            return
+
+        def own_checker(e):
+            seen.append(sys.exc_info()[1])
+            if culprit == "own checker":
+                raise RetryableError("in the Retry's checker")
+            return False
+
+        own["is_retryable"] = own_checker
+    retry = impl.retry.Retry(backoff, 3, **own)
 
     def fake_sleep(delay):
         seen.append(sys.exc_info()[1])
@@ -212,7 +244,7 @@ def test_callback_error_has_the_handled_error_as_context(impl, monkeypatch, culp
 
     def fail(e):
         seen.append(sys.exc_info()[1])  # inside the `except` block
-        if culprit == "fail":
+        if culprit in ("fail", "fail after a rejection"):
             raise FailError("in fail")
 
     def is_retryable(e):
@@ -432,8 +464,8 @@ def test_constructor_defaults_positional_and_keywords(impl):
     assert impl.retry.Retry(backoff, -1, (OSError,))._supported_errors == (OSError,)
     with pytest.raises(TypeError):
         impl.retry.Retry(backoff)
-    with pytest.raises(TypeError):
-        impl.retry.Retry(backoff, 1, (), 4)
+    with pytest.raises(TypeError):  # four from redis-py 8.2 on (is_retryable), never five
+        impl.retry.Retry(backoff, 1, (), None, 4)
 
 
 def test_attributes_writable_with_effect(impl, sleeps):
@@ -692,3 +724,359 @@ def _subclass(impl):
     FiveRetries.__qualname__ = FiveRetries.__name__ = f"FiveRetries_{impl.name.replace('-', '_')}"
     globals()[FiveRetries.__name__] = FiveRetries
     return FiveRetries
+
+
+# ---- the Retry's own checker: redis-py 8.2's is_retryable ----
+#
+# On redis-py 8.2 every test here compares the two sides; before 8.2 the
+# redis-py side has no checker (side_without_checker checks that), and
+# the C side, which takes one whatever redis-py is installed, is checked
+# against the sequences spelled out.
+
+CHECKER_SCRIPTS = [
+    ("conn", "ok"),
+    ("conn", "timeout", "socket", "ok"),
+    ("conn",) * 5,
+    ("foreign",),
+    ("conn", "foreign"),
+    ("sub", "kbi"),
+]
+OWN_CHECKERS = [(False,), (True, False), (True, True, 0), (True, "raise"), ([],), (True,) * 8]
+CALL_CHECKERS = [None, (True,) * 8, (False,), (True, False)]
+
+
+@pytest.mark.parametrize("retries", [0, 3])
+@pytest.mark.parametrize("script", CHECKER_SCRIPTS, ids="-".join)
+def test_own_checker_same_events(monkeypatch, retries, script):
+    """Every combination of the Retry's checker with the call's, a failure
+    count, a raising fail and the backoff, for this script."""
+    for own, call_checker, with_count, fail_raises, (backoff, delays) in itertools.product(
+        OWN_CHECKERS, CALL_CHECKERS, [None, False, True], [None, 1, 2], BACKOFFS[:3]
+    ):
+        scenario = Scenario(
+            script=script,
+            retries=retries,
+            own_checker=own,
+            is_retryable=call_checker,
+            with_failure_count=with_count,
+            fail_raises_at=fail_raises,
+            backoff=backoff,
+            delays=delays,
+        )
+        events = both_sides_agree(monkeypatch, scenario)
+        assert "ScriptExhausted" not in events[-1]
+
+
+@pytest.mark.parametrize("new_checker", [None, (False,), (True, False), ("raise",)])
+@pytest.mark.parametrize("own", [None, (True,) * 8, (True, False)])
+@pytest.mark.parametrize("fail_raises", [None, 1, 2])
+def test_fail_that_replaces_the_checker(monkeypatch, new_checker, own, fail_raises):
+    """fail() sets retry.is_retryable: the next error meets the new one
+    (the checker is read when each error is handled)."""
+    for at, with_count in itertools.product([1, 2], [None, True]):
+        scenario = Scenario(
+            script=("conn", "timeout", "conn", "ok"),
+            own_checker=own,
+            fail_sets_checker_at=at,
+            new_checker=new_checker,
+            with_failure_count=with_count,
+            fail_raises_at=fail_raises,
+        )
+        both_sides_agree(monkeypatch, scenario)
+
+
+def test_rejection_spelled_out(monkeypatch):
+    """The checker says no to the second error: fail gets the count it
+    would have had, the call's is_retryable is not asked, nothing is
+    computed, and the error itself is raised, without a context."""
+    events = both_sides_agree(
+        monkeypatch,
+        Scenario(
+            script=("conn", "timeout", "ok"),
+            own_checker=(True, False),
+            is_retryable=(True, True),
+            with_failure_count=True,
+        ),
+    )
+    assert events == [
+        ("reset", "backoff"),
+        ("do", "conn"),
+        ("own_checker", "conn #1", True),
+        ("is_retryable", "conn #1", True),
+        ("fail", ("error", "conn #1", True), 1),
+        ("compute", "backoff", 1),
+        ("sleep", 0.25),
+        ("do", "timeout"),
+        ("own_checker", "timeout #2", True),
+        ("fail", ("error", "timeout #2", True), 2),
+        ("raise", "TimeoutError", "timeout #2", True, None, None),
+    ]
+
+
+def test_rejection_without_failure_count_and_raising_fail(monkeypatch):
+    events = both_sides_agree(monkeypatch, Scenario(script=("conn", "ok"), own_checker=(False,)))
+    assert events == [
+        ("reset", "backoff"),
+        ("do", "conn"),
+        ("own_checker", "conn #1", True),
+        ("fail", ("error", "conn #1", True)),
+        ("raise", "ConnectionError", "conn #1", True, None, None),
+    ]
+    events = both_sides_agree(
+        monkeypatch, Scenario(script=("conn", "ok"), own_checker=(False,), fail_raises_at=1)
+    )
+    assert events[-2:] == [
+        ("fail", ("error", "conn #1", True)),
+        ("raise", "FailError", "fail #1", False, "ConnectionError", True),
+    ]
+
+
+def test_checker_not_asked_about_foreign_errors(monkeypatch):
+    events = both_sides_agree(monkeypatch, Scenario(script=("foreign",), own_checker=(False,)))
+    assert [e[0] for e in events] == ["reset", "do", "raise"]
+
+
+def test_checker_raising_has_the_error_as_context(monkeypatch):
+    events = both_sides_agree(
+        monkeypatch, Scenario(script=("conn", "ok"), own_checker=("raise",), is_retryable=(True,))
+    )
+    assert events[-2:] == [
+        ("own_checker", "conn #1", True),
+        ("raise", "RetryableError", "own_checker", False, "ConnectionError", True),
+    ]
+
+
+def test_checker_set_to_none_by_fail(monkeypatch):
+    events = both_sides_agree(
+        monkeypatch,
+        Scenario(
+            script=("conn", "conn", "ok"),
+            own_checker=(True, False),
+            fail_sets_checker_at=1,
+            new_checker=None,
+        ),
+    )
+    assert [e[0] for e in events].count("own_checker") == 1
+    assert events[-1] == ("return", "result")
+
+
+def test_checker_set_by_fail_after_a_rejection(monkeypatch):
+    """fail runs before the rejected error is raised: what it sets is there
+    for the next call_with_retry."""
+    events = both_sides_agree(
+        monkeypatch,
+        Scenario(
+            script=("conn", "ok"),
+            own_checker=(False,),
+            fail_sets_checker_at=1,
+            new_checker=(True,),
+        ),
+    )
+    assert events[-1] == ("raise", "ConnectionError", "conn #1", True, None, None)
+
+
+def test_call_checker_rule_follows_redis_py(monkeypatch):
+    """A call-time is_retryable that is false as a truth value: redis-py 8.2
+    calls it (`is not None`), 8.0 and 8.1 skip it (`is_retryable and`).
+    Both sides follow the redis-py installed."""
+    events = both_sides_agree(
+        monkeypatch,
+        Scenario(script=("conn", "ok"), is_retryable=(False,), falsy_call_checker=True),
+    )
+    if REDIS_PY_HAS_CHECKER:
+        assert events[-2:] == [
+            ("is_retryable", "conn #1", True),
+            ("raise", "ConnectionError", "conn #1", True, None, None),
+        ]
+    else:
+        assert "is_retryable" not in [e[0] for e in events]
+        assert events[-1] == ("return", "result")
+
+
+def _always(error):
+    return True
+
+
+def _never(error):
+    return False
+
+
+class CallableChecker:
+    """A checker object: equal by its answer, unhashable (the Retry's hash
+    must not hash it), deep-copied by copy.deepcopy."""
+
+    __hash__ = None
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __call__(self, error):
+        return self.answer
+
+    def __eq__(self, other):
+        return isinstance(other, CallableChecker) and other.answer == self.answer
+
+
+def test_checker_constructor_and_attributes(impl):
+    if side_without_checker(impl):
+        return
+    backoff = impl.backoff.NoBackoff()
+    plain = impl.retry.Retry(backoff, 1)
+    assert plain.is_retryable is None and plain._is_retryable is None
+    positional = impl.retry.Retry(backoff, 1, (KeyError,), _never)
+    assert positional.is_retryable is _never and positional._is_retryable is _never
+    assert positional._supported_errors == (KeyError,)
+    keyword = impl.retry.Retry(backoff, 2, is_retryable=_always)
+    assert keyword._is_retryable is _always and keyword._supported_errors == DEFAULT_ERRORS
+    keyword.is_retryable = None
+    assert keyword._is_retryable is None
+    keyword._is_retryable = _never
+    assert keyword.is_retryable is _never
+    with pytest.raises(AttributeError):
+        del keyword.is_retryable
+
+
+def test_checker_set_on_the_retry_takes_effect(impl, sleeps):
+    if side_without_checker(impl):
+        return
+    retry = impl.retry.Retry(impl.backoff.ConstantBackoff(0.5), 3)
+    calls = []
+
+    def do():
+        calls.append(1)
+        raise redis.exceptions.ConnectionError("x")
+
+    retry.is_retryable = _never
+    with pytest.raises(redis.exceptions.ConnectionError):
+        retry.call_with_retry(do, lambda e: None)
+    assert len(calls) == 1 and sleeps == []
+    retry._is_retryable = None
+    with pytest.raises(redis.exceptions.ConnectionError):
+        retry.call_with_retry(do, lambda e: None)
+    assert len(calls) == 5 and len(sleeps) == 3
+
+
+CHECKER_VARIANTS = [None, _always, _never, CallableChecker(1), CallableChecker(2)]
+
+
+def _with_checker(side, checker, retries=3):
+    impl = IMPLEMENTATIONS[side]
+    own = {} if checker is None else {"is_retryable": checker}
+    return impl.retry.Retry(impl.backoff.ExponentialBackoff(), retries, **own)
+
+
+@pytest.mark.parametrize("left_side", ["redis-py", "c"])
+@pytest.mark.parametrize("right_side", ["redis-py", "c"])
+def test_checker_in_equality_not_in_hash(left_side, right_side):
+    """== compares the checkers with == (after the other fields), hash
+    leaves them out (an unhashable checker is fine).  Before redis-py 8.2 a
+    redis-py Retry has no checker to compare with: ours sees None in
+    it, while its __eq__ ignores ours, as it ignores the extras."""
+    if not REDIS_PY_HAS_CHECKER and "redis-py" in (left_side, right_side):
+        theirs = _with_checker("redis-py", None)
+        ours = _with_checker("c", _never)
+        assert (ours == theirs) is False and (theirs == ours) is True
+        assert _with_checker("c", None) == theirs and theirs == _with_checker("c", None)
+        return
+    for a, b in itertools.product(CHECKER_VARIANTS, repeat=2):
+        if REDIS_PY_HAS_CHECKER:
+            reference = _with_checker("redis-py", a) == _with_checker("redis-py", b)
+        else:
+            reference = a == b
+        left, right = _with_checker(left_side, a), _with_checker(right_side, b)
+        assert (left == right) is reference, (a, b)
+        assert (right == left) is reference, (a, b)
+        assert (left != right) is (not reference), (a, b)
+        assert hash(left) == hash((left._backoff, 3, frozenset(DEFAULT_ERRORS)))
+    assert _with_checker(left_side, _never) != _with_checker(right_side, _never, retries=4)
+
+
+def test_checker_equality_keeps_the_value_of_and(impl):
+    if side_without_checker(impl):
+        return
+
+    class Odd:
+        def __call__(self, error):
+            return True
+
+        def __eq__(self, other):
+            return "yes"
+
+    left = impl.retry.Retry(impl.backoff.NoBackoff(), 1, is_retryable=Odd())
+    right = impl.retry.Retry(impl.backoff.NoBackoff(), 1, is_retryable=Odd())
+    assert left.__eq__(right) == "yes"
+    right._retries = 2
+    assert left.__eq__(right) is False  # `and` stops before the checkers
+
+
+@pytest.mark.parametrize("checker", [_never, CallableChecker(0)], ids=["function", "object"])
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_checker_copies(impl, checker, how):
+    if side_without_checker(impl):
+        return
+    retry = impl.retry.Retry(impl.backoff.ExponentialBackoff(), 2, (KeyError,), checker)
+    if how == "pickle":
+        twin = pickle.loads(pickle.dumps(retry))
+    else:
+        twin = getattr(copy, how)(retry)
+    assert type(twin) is type(retry)
+    assert twin == retry and hash(twin) == hash(retry)
+    assert twin._is_retryable == checker
+    # A function is copied as itself; a checker object is copied by deepcopy
+    # and pickle (as redis-py's instance __dict__ is).
+    same = how == "copy" or checker is _never
+    assert (twin._is_retryable is checker) is same
+
+
+def test_deepcopy_of_a_cycle_through_the_checker(impl):
+    if side_without_checker(impl):
+        return
+    owner = CallableChecker(True)
+    retry = impl.retry.Retry(impl.backoff.NoBackoff(), 1, is_retryable=owner)
+    owner.retry = retry
+    twin = copy.deepcopy(retry)
+    assert twin._is_retryable is not owner
+    assert twin._is_retryable.retry is twin
+
+
+def test_garbage_cycle_through_the_checker_is_collected(impl):
+    if side_without_checker(impl):
+        return
+
+    class Holder:
+        def check(self, error):
+            return True
+
+    holder = Holder()
+    retry = impl.retry.Retry(impl.backoff.NoBackoff(), 1, is_retryable=holder.check)
+    holder.retry = retry
+    ref = weakref.ref(retry)
+    del retry, holder
+    gc.collect()
+    assert ref() is None
+
+
+def _missing_socket_checker(error):
+    """Retry nothing that failed because the socket path does not exist."""
+    cause = error.__cause__ or error.__context__
+    return not isinstance(cause, FileNotFoundError)
+
+
+def test_client_gives_up_at_once_on_a_checker_no(impl, sleeps, tmp_path):
+    """A redis-py client deep-copies the Retry, checker included, into its
+    connections and runs its commands through it: the checker's no stops
+    the retries (redis-py 8.2's use case, a missing Unix socket)."""
+    if side_without_checker(impl):
+        return
+    path = str(tmp_path / "missing.sock")
+    for checker, expected_sleeps in ((_missing_socket_checker, 0), (None, 3)):
+        sleeps.clear()
+        own = {} if checker is None else {"is_retryable": checker}
+        retry = impl.retry.Retry(impl.backoff.ConstantBackoff(0.01), 3, **own)
+        client = redis.Redis(unix_socket_path=path, retry=retry)
+        try:
+            with pytest.raises(redis.exceptions.ConnectionError):
+                client.ping()
+        finally:
+            client.close()
+        assert len(sleeps) == expected_sleeps

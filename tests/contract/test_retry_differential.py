@@ -1,17 +1,28 @@
 """Differential property test: random call_with_retry scenarios, C vs redis-py.
 
-Hypothesis draws the do() script, retries, is_retryable answers,
+Hypothesis draws the do() script, retries, is_retryable answers (the
+call's, and the Retry's own checker's, which a fail call may replace),
 with_failure_count, a raising fail and the backoff; both sides must record
 the same events (see retry_scenarios.py), sleeps and outcome included.
+
+redis-py has the Retry's own checker from 8.2 on: before, the scenarios
+leave it out (there is nothing to compare with; the contract tests check
+the C side's checker there).
 """
 
 import pytest
 from hypothesis import given, settings, strategies as st
 from retry_scenarios import ERRORS, Scenario, run
-from support import IMPLEMENTATIONS
+from support import IMPLEMENTATIONS, REDIS_PY_HAS_CHECKER
 
 steps = st.sampled_from(["ok"] + sorted(ERRORS))
 retryable_errors = st.sampled_from(["conn", "timeout", "socket", "sub"])
+
+verdicts = st.lists(st.sampled_from([True, False, 0, 1, "raise"])).map(tuple)
+# The Retry's checker, and the fail call that replaces it (and with what):
+# only where redis-py has one to compare with.
+own_checkers = st.none() | verdicts if REDIS_PY_HAS_CHECKER else st.none()
+replacing_fail = st.none() | st.integers(min_value=1, max_value=4)
 
 scenarios = st.builds(
     Scenario,
@@ -19,11 +30,15 @@ scenarios = st.builds(
         lambda head: st.tuples(*[st.just(s) for s in head], steps)
     ),
     retries=st.integers(min_value=-3, max_value=6),
-    is_retryable=st.none() | st.lists(st.sampled_from([True, False, 0, 1, "raise"])).map(tuple),
+    is_retryable=st.none() | verdicts,
     with_failure_count=st.sampled_from([None, False, True, 0, "yes"]),
     fail_raises_at=st.none() | st.integers(min_value=1, max_value=6),
     backoff=st.sampled_from(["recording", "constant", "none", "exponential", "jitter"]),
     delays=st.lists(st.sampled_from([0, 0.0, -1, 0.5, 2, 1e-9]), min_size=1, max_size=3).map(tuple),
+    own_checker=own_checkers,
+    fail_sets_checker_at=replacing_fail if REDIS_PY_HAS_CHECKER else st.none(),
+    new_checker=st.none() | verdicts,
+    falsy_call_checker=st.booleans(),
 )
 
 

@@ -131,3 +131,18 @@ def with_extras() -> tuple[float, int]:
     calls: int = snapshot["calls"]
     slept: float = snapshot["slept_seconds"]
     return budget.tokens + slept, calls + stats.retries
+
+
+def with_a_checker() -> tuple[Retry, AsyncRetry]:
+    """redis-py 8.2's is_retryable, on both Retry types."""
+
+    def connection_only(error: Exception) -> bool:
+        return isinstance(error, ConnectionError)
+
+    retry = Retry(ExponentialBackoff(), 3, (ConnectionError,), connection_only)
+    retry.is_retryable = None
+    retry._is_retryable = connection_only
+    aretry = AsyncRetry(NoBackoff(), 1, is_retryable=connection_only, stats=None)
+    checker = aretry.is_retryable
+    assert checker is None or checker(ConnectionError())
+    return retry, aretry
