@@ -57,7 +57,9 @@ def test_random_mocked_at_first_import_is_used_then_released():
     assert ours == theirs
 
 
-@pytest.mark.parametrize("name", ["FullJitterBackoff", "EqualJitterBackoff", "DecorrelatedJitterBackoff"])
+@pytest.mark.parametrize(
+    "name", ["FullJitterBackoff", "EqualJitterBackoff", "DecorrelatedJitterBackoff"]
+)
 def test_uniform_patched_after_import(impl, name):
     calls = []
 
@@ -82,7 +84,9 @@ def test_random_patched_after_import(impl):
     assert random_mock.call_count == 1
 
 
-@pytest.mark.parametrize("name", ["FullJitterBackoff", "EqualJitterBackoff", "DecorrelatedJitterBackoff"])
+@pytest.mark.parametrize(
+    "name", ["FullJitterBackoff", "EqualJitterBackoff", "DecorrelatedJitterBackoff"]
+)
 def test_uniform_keeps_the_generators_random_when_only_random_is_patched(impl, name):
     # random.uniform calls self.random() on the module's generator, not the
     # module attribute: mocking random.random alone leaves uniform's draws be.
