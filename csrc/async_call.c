@@ -416,7 +416,7 @@ static inline int
 reset_backoff(rbc_state *st, rbc_retry_object *retry)
 {
     if (retry->backoff != NULL) {
-        int kind = rbc_plain_strategy_kind(&st->strategies, retry->backoff);
+        int kind = rbc_genuine_strategy_kind(&st->strategies, retry->backoff);
         if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
             return 0;
         }

@@ -83,14 +83,12 @@ rbc_exc_end_handling(PyObject *previous)
 int
 rbc_retry_core_init(rbc_retry_core_state *cs)
 {
-    cs->str_reset = PyUnicode_InternFromString("reset");
-    cs->str_compute = PyUnicode_InternFromString("compute");
     cs->str_backoff = PyUnicode_InternFromString("_backoff");
     cs->str_retries = PyUnicode_InternFromString("_retries");
     cs->str_supported_errors = PyUnicode_InternFromString("_supported_errors");
     cs->str_dict = PyUnicode_InternFromString("__dict__");
     cs->int_zero = PyLong_FromLong(0);
-    if (!cs->str_reset || !cs->str_compute || !cs->str_backoff || !cs->str_retries
+    if (!cs->str_backoff || !cs->str_retries
         || !cs->str_supported_errors || !cs->str_dict || !cs->int_zero) {
         return -1;
     }
@@ -120,8 +118,6 @@ rbc_retry_core_traverse(rbc_retry_core_state *cs, visitproc visit, void *arg)
 void
 rbc_retry_core_clear(rbc_retry_core_state *cs)
 {
-    Py_CLEAR(cs->str_reset);
-    Py_CLEAR(cs->str_compute);
     Py_CLEAR(cs->str_backoff);
     Py_CLEAR(cs->str_retries);
     Py_CLEAR(cs->str_supported_errors);
@@ -1199,7 +1195,7 @@ rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
     /* A C strategy's reset runs no Python code: the field can be borrowed,
      * and only DecorrelatedJitterBackoff has state to reset. */
     PyObject *backoff = self->backoff != NULL ? self->backoff : Py_None;
-    int kind = rbc_plain_strategy_kind(&st->strategies, backoff);
+    int kind = rbc_genuine_strategy_kind(&st->strategies, backoff);
     if (kind >= 0) {
         if (kind == RBC_DECORRELATED_JITTER) {
             rbc_strategy_reset(st, backoff, kind);
@@ -1207,7 +1203,7 @@ rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
         return 0;
     }
     Py_INCREF(backoff);
-    PyObject *result = PyObject_CallMethodNoArgs(backoff, core_of(st)->str_reset);
+    PyObject *result = PyObject_CallMethodNoArgs(backoff, st->strategies.str_reset);
     Py_DECREF(backoff);
     if (result == NULL) {
         return -1;
@@ -1285,10 +1281,10 @@ rbc_retry_next_delay(rbc_state *st, rbc_retry_object *self, PyObject *failures,
                      int *should_sleep)
 {
     PyObject *backoff = field_or_none(self->backoff);
-    int kind = rbc_plain_strategy_kind(&st->strategies, backoff);
+    int kind = rbc_genuine_strategy_kind(&st->strategies, backoff);
     PyObject *delay = kind >= 0
                           ? rbc_strategy_compute(st, backoff, kind, failures)
-                          : PyObject_CallMethodOneArg(backoff, core_of(st)->str_compute, failures);
+                          : PyObject_CallMethodOneArg(backoff, st->strategies.str_compute, failures);
     Py_DECREF(backoff);
     if (delay == NULL) {
         return NULL;

@@ -9,7 +9,8 @@ import sys
 from unittest import mock
 
 import pytest
-from support import IMPLEMENTATIONS
+from mock_scenarios import mocked_runs
+from support import ALL, IMPLEMENTATIONS, JITTERED
 
 # A fresh interpreter that imports `side`'s backoff module for the first
 # time while random.random and random.uniform are mocked, draws once inside
@@ -101,3 +102,27 @@ def test_uniform_keeps_the_generators_random_when_only_random_is_patched(impl, n
         theirs = [reference.compute(n) for n in range(1, 6)]
     assert ours == theirs
     assert random_mock.call_count == 0
+
+
+# --- class-level mocks of compute and reset, honoured by Retry ------------
+
+
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+@pytest.mark.parametrize("method", ["compute", "reset"])
+@pytest.mark.parametrize("name", ALL)
+def test_class_level_mock_is_called_by_retry(impl, name, method, flavor):
+    retry_module = impl.retry if flavor == "sync" else impl.asyncio_retry
+    during, after = mocked_runs(impl.backoff, retry_module, name, method, flavor)
+    reference = IMPLEMENTATIONS["redis-py"]
+    reference_retry = reference.retry if flavor == "sync" else reference.asyncio_retry
+    if name in JITTERED:  # the draws differ: compare what is not random
+        expected = mocked_runs(reference.backoff, reference_retry, name, method, flavor)
+        assert during[0] == expected[0][0] and len(after) == len(expected[1])
+    else:
+        assert (during, after) == mocked_runs(
+            reference.backoff, reference_retry, name, method, flavor
+        )
+    # compute is called once per failure that is retried; reset once per call.
+    assert during[0] == (2 if method == "compute" else 1)
+    if method == "compute":
+        assert during[1] == []  # the mock's 0 is never slept
