@@ -651,9 +651,17 @@ rbc_retry_update_supported_errors(PyObject *self, PyObject *const *args, Py_ssiz
 
 /* ---- copy and pickle ---- */
 
+/* What a Python subclass adds to a copy: its __slots__ values and its
+ * instance __dict__, shared (memo NULL) or deep-copied.  Consumes `copy`;
+ * returns it, or NULL with an exception. */
 static PyObject *
-copy_instance_dict(PyObject *self, PyObject *copy, rbc_retry_core_state *cs, PyObject *memo)
+copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *memo)
 {
+    rbc_retry_core_state *cs = core_of(st);
+    if (rbc_slots_copy(&st->slots, self, copy, memo) < 0) {
+        Py_DECREF(copy);
+        return NULL;
+    }
     if (Py_TYPE(self)->tp_dictoffset == 0) {
         return copy;
     }
@@ -720,7 +728,7 @@ rbc_retry_copy(PyObject *self, PyObject *unused)
         return NULL;
     }
     PyObject *copy = shallow_copy(self);
-    return copy == NULL ? NULL : copy_instance_dict(self, copy, core_of(st), NULL);
+    return copy == NULL ? NULL : copy_subclass_state(self, copy, st, NULL);
 }
 
 /* memo[id(original)] -> copy, as copy.deepcopy keeps it, so that objects
@@ -850,11 +858,11 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
         return NULL;
     }
     /* Recorded first, as copy._reconstruct does, for cycles through the
-     * backoff or a subclass's __dict__ back to this Retry; not needed when
+     * backoff or a subclass's __dict__ or slots back to this Retry; not needed when
      * only a C strategy and plain values are copied. */
     rbc_retry_object *c = RETRY(copy);
-    int may_cycle = Py_TYPE(self)->tp_dictoffset != 0
-                    || rbc_plain_strategy_kind(&st->strategies, c->backoff) < 0
+    int subclass = Py_TYPE(self) != st->retry.flavor.type && Py_TYPE(self) != st->async.flavor.type;
+    int may_cycle = subclass || rbc_plain_strategy_kind(&st->strategies, c->backoff) < 0
                     || (!PyLong_CheckExact(c->retries) && !PyBool_Check(c->retries));
     if (memo != NULL && may_cycle) {
         PyObject *key = PyLong_FromVoidPtr(self);
@@ -887,7 +895,7 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
         }
         set_errors(c, errors);
     }
-    return copy_instance_dict(self, copy, core_of(st), memo != NULL ? memo : Py_None);
+    return copy_subclass_state(self, copy, st, memo != NULL ? memo : Py_None);
 }
 
 static const rbc_retry_flavor *flavor_of(rbc_state *st, PyObject *self);
@@ -940,6 +948,9 @@ rbc_retry_reduce(PyObject *self, PyObject *unused)
         if (status < 0) {
             goto error;
         }
+    }
+    if (rbc_slots_to_state(&st->slots, self, state) < 0) {
+        goto error;
     }
     rbc_retry_object *me = RETRY(self);
     PyObject *retries = me->retries != NULL ? me->retries : cs->int_zero;

@@ -1280,6 +1280,9 @@ strategy_reduce(PyObject *self, PyObject *unused)
             goto error;
         }
     }
+    if (rbc_slots_to_state(&st->slots, self, state) < 0) {
+        goto error;
+    }
     if (PyObject_TypeCheck(self, ss->types[RBC_CONSTANT])) {
         if (PyDict_SetItem(state, ss->str_backoff, CONSTANT(self)->backoff) < 0) {
             goto error;

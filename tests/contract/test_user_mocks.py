@@ -126,3 +126,53 @@ def test_class_level_mock_is_called_by_retry(impl, name, method, flavor):
     assert during[0] == (2 if method == "compute" else 1)
     if method == "compute":
         assert during[1] == []  # the mock's 0 is never slept
+
+
+# --- __slots__ subclasses in copy, deepcopy and pickle --------------------
+
+
+def slotted_subclasses(impl):
+    """A __slots__ subclass of each strategy and of both Retry types, with
+    a slot holding a value, another left empty, and a private (mangled) one."""
+    made = []
+    bases = [getattr(impl.backoff, name) for name in ALL]
+    bases += [impl.retry.Retry, impl.asyncio_retry.Retry]
+    for index, base in enumerate(bases):
+        # Named uniquely and published here, so that pickle finds the class.
+        name = f"Slotted{index}{base.__name__}_{impl.name.replace('-', '_')}"
+        cls = type(name, (base,), {"__slots__": ("extra", "empty", "__own")})
+        cls.__module__ = __name__
+        globals()[name] = cls
+        if "Retry" in base.__name__:
+            obj = cls(impl.backoff.ConstantBackoff(0.25), 3)
+        else:
+            obj = new_strategy_of(cls, base)
+        obj.extra = [7]
+        setattr(obj, f"_{name}__own", "mine")
+        made.append(obj)
+    return made
+
+
+def new_strategy_of(cls, base):
+    return cls(*{"ConstantBackoff": (0.01,), "NoBackoff": ()}.get(base.__name__, (0.5, 0.01)))
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_slot_values_survive(impl, how):
+    import copy
+    import pickle
+
+    for obj in slotted_subclasses(impl):
+        if how == "copy":
+            twin = copy.copy(obj)
+        elif how == "deepcopy":
+            twin = copy.deepcopy(obj)
+        else:
+            twin = pickle.loads(pickle.dumps(obj))
+        name = type(obj).__name__
+        assert type(twin) is type(obj)
+        assert twin.extra == [7], name
+        assert (twin.extra is obj.extra) == (how == "copy"), name
+        assert getattr(twin, f"_{name}__own") == "mine", name
+        assert not hasattr(twin, "empty"), name
+        assert twin == obj, name
