@@ -64,6 +64,7 @@ typedef struct {
     call_phase phase;
     char running;   /* inside send/throw/close: re-entry is an error */
     char finalized; /* tp_finalize ran: the memory is not reused */
+    char awaited;   /* __await__ ran: from then on it is also an iterator */
 } call_object;
 
 #define CALL(op) ((call_object *)(op))
@@ -458,7 +459,7 @@ static inline int
 reset_backoff(rbc_state *st, rbc_retry_object *retry)
 {
     if (retry->backoff != NULL) {
-        int kind = rbc_plain_strategy_kind(&st->strategies, retry->backoff);
+        int kind = rbc_genuine_strategy_kind(&st->strategies, retry->backoff);
         if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
             return 0;
         }
@@ -696,9 +697,28 @@ outcome_to_result(call_object *self, PySendResult outcome, PyObject *value, int 
     return NULL;
 }
 
+/* iter(): after __await__ we are the iterator it returned; before, not
+ * iterable, as a coroutine is not. */
+static PyObject *
+call_iter(PyObject *op)
+{
+    if (!CALL(op)->awaited) {
+        PyErr_Format(PyExc_TypeError, "'%.200s' object is not iterable", Py_TYPE(op)->tp_name);
+        return NULL;
+    }
+    return Py_NewRef(op);
+}
+
+/* tp_iternext is how `await` drives us on CPython 3.12 and later, after
+ * __await__; before that a coroutine is not an iterator, and neither are
+ * we: next() raises TypeError as it does on a coroutine. */
 static PyObject *
 call_iternext(PyObject *op)
 {
+    if (!CALL(op)->awaited) {
+        PyErr_Format(PyExc_TypeError, "'%.200s' object is not an iterator", Py_TYPE(op)->tp_name);
+        return NULL;
+    }
     PyObject *value;
     PySendResult outcome = call_am_send(op, Py_None, &value);
     return outcome_to_result(CALL(op), outcome, value, 1);
@@ -956,6 +976,7 @@ call_close(PyObject *op, PyObject *unused)
 static PyObject *
 call_await(PyObject *self)
 {
+    CALL(self)->awaited = 1;
     return Py_NewRef(self);
 }
 
@@ -996,6 +1017,7 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
     self->phase = CALL_CREATED;
     self->running = 0;
     self->finalized = 0;
+    self->awaited = 0;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -1142,7 +1164,7 @@ static PyType_Slot call_slots[] = {
     {Py_tp_doc, (void *)"The awaitable of asyncio Retry.call_with_retry(): await it once."},
     {Py_am_await, call_await},
     {Py_am_send, (void *)call_am_send},
-    {Py_tp_iter, PyObject_SelfIter},
+    {Py_tp_iter, call_iter},
     {Py_tp_iternext, call_iternext},
     {Py_tp_methods, call_methods},
     {Py_tp_getset, call_getset},

@@ -54,7 +54,7 @@ rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* Nothing to do for an unmodified C strategy other than
      * DecorrelatedJitterBackoff: the usual case costs one type compare. */
     if (retry->backoff != NULL) {
-        int kind = rbc_plain_strategy_kind(&st->strategies, retry->backoff);
+        int kind = rbc_genuine_strategy_kind(&st->strategies, retry->backoff);
         if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
             Py_RETURN_NONE;
         }

@@ -12,7 +12,7 @@ static int
 module_exec(PyObject *module)
 {
     rbc_state *st = rbc_get_state(module);
-    if (rbc_random_init(st, module) < 0
+    if (rbc_slots_init(&st->slots) < 0 || rbc_random_init(st, module) < 0
         || rbc_strategies_init(st, module) < 0
         || rbc_extras_init(st, module) < 0
         || rbc_retry_init(st, module) < 0
@@ -31,7 +31,8 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
         || (err = rbc_strategies_traverse(&st->strategies, visit, arg))
         || (err = rbc_retry_traverse(&st->retry, visit, arg))
         || (err = rbc_async_traverse(&st->async, visit, arg))
-        || (err = rbc_extras_traverse(&st->extras, visit, arg))) {
+        || (err = rbc_extras_traverse(&st->extras, visit, arg))
+        || (err = rbc_slots_traverse(&st->slots, visit, arg))) {
         return err;
     }
     return 0;
@@ -46,6 +47,7 @@ module_clear(PyObject *module)
     rbc_extras_clear(&st->extras);
     rbc_strategies_clear(&st->strategies);
     rbc_random_clear(&st->random);
+    rbc_slots_clear(&st->slots);
     return 0;
 }
 

@@ -18,44 +18,67 @@ xoshiro_seed(uint64_t s[4], uint64_t seed)
 
 /* ---- the random module ---- */
 
+/* random._inst, Random.uniform (a plain function when it is the genuine one)
+ * and random._inst.random (a bound C method when genuine), taken from the
+ * instance and its class, not from the module's attributes. */
+static int
+capture_genuine_methods(rbc_random_state *rs, PyObject *random_module)
+{
+    rs->instance = PyObject_GetAttrString(random_module, "_inst");
+    if (rs->instance == NULL) {
+        return -1;
+    }
+    PyObject *uniform = PyObject_GetAttrString((PyObject *)Py_TYPE(rs->instance), "uniform");
+    if (uniform == NULL) {
+        return -1;
+    }
+    if (PyFunction_Check(uniform)) {
+        rs->uniform_function = uniform;
+    }
+    else {
+        Py_DECREF(uniform); /* replaced on the class already: never computed here */
+    }
+    PyObject *random = PyObject_GetAttr(rs->instance, rs->str_random);
+    if (random == NULL) {
+        return -1;
+    }
+    if (PyCFunction_Check(random)) {
+        rs->instance_random = random;
+    }
+    else {
+        Py_DECREF(random); /* replaced on the class already: always called */
+    }
+    return 0;
+}
+
 int
 rbc_random_init(struct rbc_state *st, PyObject *module)
 {
     rbc_random_state *rs = &st->random;
-    PyObject *random_module = PyImport_ImportModule("random");
-    if (random_module == NULL) {
-        return -1;
-    }
-    rs->module_dict = Py_NewRef(PyModule_GetDict(random_module));
-    Py_DECREF(random_module);
+    rs->use_fast = 0;
+    xoshiro_seed(rs->xoshiro, 0);
     rs->str_uniform = PyUnicode_InternFromString("uniform");
     rs->str_random = PyUnicode_InternFromString("random");
     if (rs->str_uniform == NULL || rs->str_random == NULL) {
         return -1;
     }
-    rs->original_uniform = PyDict_GetItemWithError(rs->module_dict, rs->str_uniform);
-    rs->original_random = PyDict_GetItemWithError(rs->module_dict, rs->str_random);
-    if (rs->original_uniform == NULL || rs->original_random == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_ImportError,
-                            "the random module has no uniform() or random()");
-        }
-        rs->original_uniform = rs->original_random = NULL;
+    PyObject *random_module = PyImport_ImportModule("random");
+    if (random_module == NULL) {
         return -1;
     }
-    Py_INCREF(rs->original_uniform);
-    Py_INCREF(rs->original_random);
-    rs->use_fast = 0;
-    xoshiro_seed(rs->xoshiro, 0);
-    return 0;
+    rs->module_dict = Py_NewRef(PyModule_GetDict(random_module));
+    int status = capture_genuine_methods(rs, random_module);
+    Py_DECREF(random_module);
+    return status;
 }
 
 int
 rbc_random_traverse(rbc_random_state *rs, visitproc visit, void *arg)
 {
     Py_VISIT(rs->module_dict);
-    Py_VISIT(rs->original_uniform);
-    Py_VISIT(rs->original_random);
+    Py_VISIT(rs->instance);
+    Py_VISIT(rs->uniform_function);
+    Py_VISIT(rs->instance_random);
     return 0;
 }
 
@@ -63,18 +86,38 @@ void
 rbc_random_clear(rbc_random_state *rs)
 {
     Py_CLEAR(rs->module_dict);
-    Py_CLEAR(rs->original_uniform);
-    Py_CLEAR(rs->original_random);
+    Py_CLEAR(rs->instance);
+    Py_CLEAR(rs->uniform_function);
+    Py_CLEAR(rs->instance_random);
     Py_CLEAR(rs->str_uniform);
     Py_CLEAR(rs->str_random);
 }
 
-/* random.random() through the original bound method: what an unpatched
- * random.uniform calls as self.random(). */
+/* Whether `uniform` is Random.uniform bound to random._inst: what the
+ * module holds until someone replaces random.uniform. */
 static int
-call_original_random(rbc_random_state *rs, double *out)
+is_genuine_uniform(rbc_random_state *rs, PyObject *uniform)
 {
-    PyObject *value = PyObject_CallNoArgs(rs->original_random);
+    return rs->uniform_function != NULL && PyMethod_Check(uniform)
+           && PyMethod_GET_FUNCTION(uniform) == rs->uniform_function
+           && PyMethod_GET_SELF(uniform) == rs->instance;
+}
+
+/* Whether `random` is the C random() bound to random._inst: what the module
+ * holds until someone replaces random.random. */
+static int
+is_genuine_random(rbc_random_state *rs, PyObject *random)
+{
+    return rs->instance_random != NULL && PyCFunction_Check(random)
+           && PyCFunction_GET_SELF(random) == rs->instance
+           && PyCFunction_GET_FUNCTION(random) == PyCFunction_GET_FUNCTION(rs->instance_random);
+}
+
+/* random._inst.random(): what the genuine uniform calls as self.random(). */
+static int
+call_instance_random(rbc_random_state *rs, double *out)
+{
+    PyObject *value = PyObject_CallNoArgs(rs->instance_random);
     if (value == NULL) {
         return -1;
     }
@@ -88,10 +131,10 @@ rbc_random_uniform_python(rbc_random_state *rs, double a, double b, double *out)
 {
     double r;
     PyObject *uniform = PyDict_GetItemWithError(rs->module_dict, rs->str_uniform);
-    if (uniform != rs->original_uniform) {
+    if (uniform == NULL || rs->instance_random == NULL || !is_genuine_uniform(rs, uniform)) {
         return PyErr_Occurred() ? -1 : 1;
     }
-    if (call_original_random(rs, &r) < 0) {
+    if (call_instance_random(rs, &r) < 0) {
         return -1;
     }
     /* random.uniform's formula, operation for operation. */
@@ -129,8 +172,8 @@ rbc_random_random_python(rbc_random_state *rs, double *out, PyObject **result)
         }
         return -1;
     }
-    if (random == rs->original_random) {
-        return call_original_random(rs, out);
+    if (is_genuine_random(rs, random)) {
+        return call_instance_random(rs, out);
     }
     Py_INCREF(random);
     PyObject *value = PyObject_CallNoArgs(random);

@@ -3,9 +3,13 @@
  * "python" (the default) draws from the random module's global generator,
  * exactly as redis-py does: random.uniform(a, b) and random.random(), looked
  * up on the module at every draw so that random.seed() and monkeypatching
- * take effect.  While random.uniform is the function the module was
- * imported with, its formula a + (b - a) * random() is computed here to
- * save a Python-level call; the random() it calls is the same one.
+ * take effect.  While random.uniform is the genuine one (Random.uniform
+ * bound to the module's hidden instance, random._inst), its formula
+ * a + (b - a) * self.random() is computed here to save a Python-level
+ * call, with the instance's own random(), as the genuine uniform does.
+ * "Genuine" is decided from the instance, never from what the module held
+ * when this extension was first imported: a test may have mocked
+ * random.random or random.uniform at that moment.
  *
  * "fast" is a xoshiro256** generator in C, seeded explicitly or from
  * os.urandom, for users who do not need the random module's stream.
@@ -21,8 +25,9 @@ typedef struct {
     int use_fast; /* 0: random module, 1: xoshiro256** */
     uint64_t xoshiro[4];
     PyObject *module_dict;      /* random.__dict__ */
-    PyObject *original_uniform; /* random.uniform as first imported */
-    PyObject *original_random;  /* random.random as first imported */
+    PyObject *instance;         /* random._inst, the module's generator */
+    PyObject *uniform_function; /* Random.uniform, the plain function */
+    PyObject *instance_random;  /* random._inst.random, a bound C method */
     PyObject *str_uniform;
     PyObject *str_random;
 } rbc_random_state;

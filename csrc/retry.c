@@ -244,7 +244,7 @@ static inline int
 reset_backoff(rbc_state *st, rbc_retry_object *me)
 {
     if (me->backoff != NULL) {
-        int kind = rbc_plain_strategy_kind(&st->strategies, me->backoff);
+        int kind = rbc_genuine_strategy_kind(&st->strategies, me->backoff);
         if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
             return 0;
         }

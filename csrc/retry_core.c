@@ -83,8 +83,6 @@ rbc_exc_end_handling(PyObject *previous)
 int
 rbc_retry_core_init(rbc_retry_core_state *cs)
 {
-    cs->str_reset = PyUnicode_InternFromString("reset");
-    cs->str_compute = PyUnicode_InternFromString("compute");
     cs->str_backoff = PyUnicode_InternFromString("_backoff");
     cs->str_retries = PyUnicode_InternFromString("_retries");
     cs->str_supported_errors = PyUnicode_InternFromString("_supported_errors");
@@ -92,9 +90,8 @@ rbc_retry_core_init(rbc_retry_core_state *cs)
     cs->str_is_retryable = PyUnicode_InternFromString("_is_retryable");
     cs->int_zero = PyLong_FromLong(0);
     cs->checker_not_none = 0; /* until redis_backoff_c.retry says 8.2 */
-    if (!cs->str_reset || !cs->str_compute || !cs->str_backoff || !cs->str_retries
-        || !cs->str_supported_errors || !cs->str_dict || !cs->str_is_retryable
-        || !cs->int_zero) {
+    if (!cs->str_backoff || !cs->str_retries || !cs->str_supported_errors || !cs->str_dict
+        || !cs->str_is_retryable || !cs->int_zero) {
         return -1;
     }
     PyObject *copy = PyImport_ImportModule("copy");
@@ -123,8 +120,6 @@ rbc_retry_core_traverse(rbc_retry_core_state *cs, visitproc visit, void *arg)
 void
 rbc_retry_core_clear(rbc_retry_core_state *cs)
 {
-    Py_CLEAR(cs->str_reset);
-    Py_CLEAR(cs->str_compute);
     Py_CLEAR(cs->str_backoff);
     Py_CLEAR(cs->str_retries);
     Py_CLEAR(cs->str_supported_errors);
@@ -728,9 +723,17 @@ rbc_retry_update_supported_errors(PyObject *self, PyObject *const *args, Py_ssiz
 
 /* ---- copy and pickle ---- */
 
+/* What a Python subclass adds to a copy: its __slots__ values and its
+ * instance __dict__, shared (memo NULL) or deep-copied.  Consumes `copy`;
+ * returns it, or NULL with an exception. */
 static PyObject *
-copy_instance_dict(PyObject *self, PyObject *copy, rbc_retry_core_state *cs, PyObject *memo)
+copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *memo)
 {
+    rbc_retry_core_state *cs = core_of(st);
+    if (rbc_slots_copy(&st->slots, self, copy, memo) < 0) {
+        Py_DECREF(copy);
+        return NULL;
+    }
     if (Py_TYPE(self)->tp_dictoffset == 0) {
         return copy;
     }
@@ -798,7 +801,7 @@ rbc_retry_copy(PyObject *self, PyObject *unused)
         return NULL;
     }
     PyObject *copy = shallow_copy(self);
-    return copy == NULL ? NULL : copy_instance_dict(self, copy, core_of(st), NULL);
+    return copy == NULL ? NULL : copy_subclass_state(self, copy, st, NULL);
 }
 
 /* memo[id(original)] -> copy, as copy.deepcopy keeps it, so that objects
@@ -940,11 +943,11 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
         return NULL;
     }
     /* Recorded first, as copy._reconstruct does, for cycles through the
-     * backoff or a subclass's __dict__ back to this Retry; not needed when
+     * backoff or a subclass's __dict__ or slots back to this Retry; not needed when
      * only a C strategy and plain values are copied. */
     rbc_retry_object *c = RETRY(copy);
-    int may_cycle = Py_TYPE(self)->tp_dictoffset != 0
-                    || rbc_plain_strategy_kind(&st->strategies, c->backoff) < 0
+    int subclass = Py_TYPE(self) != st->retry.flavor.type && Py_TYPE(self) != st->async.flavor.type;
+    int may_cycle = subclass || rbc_plain_strategy_kind(&st->strategies, c->backoff) < 0
                     || (!PyLong_CheckExact(c->retries) && !PyBool_Check(c->retries))
                     || (c->is_retryable != NULL && !is_atomic_callable(c->is_retryable));
     if (memo != NULL && may_cycle) {
@@ -988,7 +991,7 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
         }
         Py_SETREF(c->is_retryable, checker);
     }
-    return copy_instance_dict(self, copy, core_of(st), memo != NULL ? memo : Py_None);
+    return copy_subclass_state(self, copy, st, memo != NULL ? memo : Py_None);
 }
 
 static const rbc_retry_flavor *flavor_of(rbc_state *st, PyObject *self);
@@ -1041,6 +1044,9 @@ rbc_retry_reduce(PyObject *self, PyObject *unused)
         if (status < 0) {
             goto error;
         }
+    }
+    if (rbc_slots_to_state(&st->slots, self, state) < 0) {
+        goto error;
     }
     rbc_retry_object *me = RETRY(self);
     PyObject *retries = me->retries != NULL ? me->retries : cs->int_zero;
@@ -1353,7 +1359,7 @@ rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
     /* A C strategy's reset runs no Python code: the field can be borrowed,
      * and only DecorrelatedJitterBackoff has state to reset. */
     PyObject *backoff = self->backoff != NULL ? self->backoff : Py_None;
-    int kind = rbc_plain_strategy_kind(&st->strategies, backoff);
+    int kind = rbc_genuine_strategy_kind(&st->strategies, backoff);
     if (kind >= 0) {
         if (kind == RBC_DECORRELATED_JITTER) {
             rbc_strategy_reset(st, backoff, kind);
@@ -1361,7 +1367,7 @@ rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
         return 0;
     }
     Py_INCREF(backoff);
-    PyObject *result = PyObject_CallMethodNoArgs(backoff, core_of(st)->str_reset);
+    PyObject *result = PyObject_CallMethodNoArgs(backoff, st->strategies.str_reset);
     Py_DECREF(backoff);
     if (result == NULL) {
         return -1;
@@ -1460,10 +1466,10 @@ rbc_retry_next_delay(rbc_state *st, rbc_retry_object *self, PyObject *failures,
                      int *should_sleep)
 {
     PyObject *backoff = field_or_none(self->backoff);
-    int kind = rbc_plain_strategy_kind(&st->strategies, backoff);
+    int kind = rbc_genuine_strategy_kind(&st->strategies, backoff);
     PyObject *delay = kind >= 0
                           ? rbc_strategy_compute(st, backoff, kind, failures)
-                          : PyObject_CallMethodOneArg(backoff, core_of(st)->str_compute, failures);
+                          : PyObject_CallMethodOneArg(backoff, st->strategies.str_compute, failures);
     Py_DECREF(backoff);
     if (delay == NULL) {
         return NULL;

@@ -94,8 +94,6 @@ typedef struct {
 
 /* Shared objects, in rbc_retry_state.core (module state). */
 typedef struct {
-    PyObject *str_reset;
-    PyObject *str_compute;
     PyObject *str_backoff;
     PyObject *str_retries;
     PyObject *str_supported_errors;

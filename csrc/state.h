@@ -17,6 +17,7 @@
 #include "retry.h"
 #include "async_retry.h"
 #include "extras.h"
+#include "slots.h"
 
 typedef struct rbc_state {
     rbc_random_state random;
@@ -24,6 +25,7 @@ typedef struct rbc_state {
     rbc_retry_state retry;
     rbc_async_state async;
     rbc_extras_state extras;
+    rbc_slots_state slots;
 } rbc_state;
 
 extern PyModuleDef rbc_module_def;

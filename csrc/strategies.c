@@ -1397,6 +1397,9 @@ strategy_reduce(PyObject *self, PyObject *unused)
             goto error;
         }
     }
+    if (rbc_slots_to_state(&st->slots, self, state) < 0) {
+        goto error;
+    }
     if (PyObject_TypeCheck(self, ss->types[RBC_CONSTANT])) {
         if (PyDict_SetItem(state, ss->str_backoff, CONSTANT(self)->backoff) < 0) {
             goto error;
@@ -1641,11 +1644,87 @@ init_constants(rbc_strategies_state *ss)
     ss->str_backoff = PyUnicode_InternFromString("_backoff");
     ss->str_previous_backoff = PyUnicode_InternFromString("_previous_backoff");
     ss->str_dict = PyUnicode_InternFromString("__dict__");
+    ss->str_compute = PyUnicode_InternFromString("compute");
+    ss->str_reset = PyUnicode_InternFromString("reset");
     if (!ss->copyreg_newobj || !ss->default_cap || !ss->default_base || !ss->int_zero
         || !ss->int_two || !ss->int_three || !ss->str_cap || !ss->str_base
-        || !ss->str_backoff || !ss->str_previous_backoff || !ss->str_dict) {
+        || !ss->str_backoff || !ss->str_previous_backoff || !ss->str_dict
+        || !ss->str_compute || !ss->str_reset) {
         return -1;
     }
+    return 0;
+}
+
+static int
+is_strategy_type(rbc_strategies_state *ss, PyTypeObject *type)
+{
+    for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
+        if (ss->types[kind] == type) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The type's compute or reset as it finds it now (borrowed), or NULL when
+ * absent: in its own dict or in a base that is one of the seven (NoBackoff
+ * inherits ConstantBackoff's). */
+static PyObject *
+own_method(rbc_strategies_state *ss, PyTypeObject *type, PyObject *name)
+{
+    for (; type != NULL && is_strategy_type(ss, type); type = type->tp_base) {
+        PyObject *found = PyDict_GetItemWithError(type->tp_dict, name);
+        if (found != NULL || PyErr_Occurred()) {
+            return found;
+        }
+    }
+    return NULL;
+}
+
+/* Called when the class of a kind has no version tag or another one than
+ * when its methods were last checked: the kind again if its compute and
+ * reset are its own (the tag is then remembered), -1 if either was
+ * replaced, so that the caller goes through Python.  Never fails: an error
+ * on the way also answers -1, and the Python call finds what is there. */
+int
+rbc_strategy_revalidate(rbc_strategies_state *ss, int kind)
+{
+    PyTypeObject *type = ss->types[kind];
+    if (type == NULL || own_method(ss, type, ss->str_compute) != ss->genuine_compute[kind]
+        || own_method(ss, type, ss->str_reset) != ss->genuine_reset[kind]) {
+        PyErr_Clear();
+        return -1;
+    }
+    /* Ask CPython for a version tag: it gives one on a type attribute
+     * lookup (3.10, 3.11) or on request (3.12+). */
+#if PY_VERSION_HEX >= 0x030C0000
+    (void)PyUnstable_Type_AssignVersionTag(type);
+#else
+    PyObject *method = PyObject_GetAttr((PyObject *)type, ss->str_compute);
+    if (method == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_DECREF(method);
+#endif
+    ss->genuine_version_tags[kind] = rbc_valid_version_tag(type);
+    return kind;
+}
+
+/* Remember each type's compute and reset as created. */
+static int
+record_genuine_methods(rbc_strategies_state *ss, int kind)
+{
+    PyTypeObject *type = ss->types[kind];
+    ss->genuine_compute[kind] = Py_XNewRef(own_method(ss, type, ss->str_compute));
+    ss->genuine_reset[kind] = Py_XNewRef(own_method(ss, type, ss->str_reset));
+    if (ss->genuine_compute[kind] == NULL || ss->genuine_reset[kind] == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_SystemError, "%s has no compute or reset", type_names[kind]);
+        }
+        return -1;
+    }
+    ss->genuine_version_tags[kind] = 0;
     return 0;
 }
 
@@ -1667,6 +1746,9 @@ rbc_strategies_init(rbc_state *st, PyObject *module)
         }
         type->tp_vectorcall = strategy_vectorcall;
         ss->types[kind] = type;
+        if (record_genuine_methods(ss, kind) < 0) {
+            return -1;
+        }
         if (PyModule_AddObjectRef(module, type_names[kind], (PyObject *)type) < 0) {
             return -1;
         }
@@ -1687,6 +1769,8 @@ rbc_strategies_traverse(rbc_strategies_state *ss, visitproc visit, void *arg)
     for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
         Py_VISIT(ss->types[kind]);
         Py_VISIT(ss->redis_classes[kind]);
+        Py_VISIT(ss->genuine_compute[kind]);
+        Py_VISIT(ss->genuine_reset[kind]);
     }
     Py_VISIT(ss->abstract_backoff);
     Py_VISIT(ss->copyreg_newobj);
@@ -1700,6 +1784,8 @@ rbc_strategies_clear(rbc_strategies_state *ss)
     for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
         Py_CLEAR(ss->types[kind]);
         Py_CLEAR(ss->redis_classes[kind]);
+        Py_CLEAR(ss->genuine_compute[kind]);
+        Py_CLEAR(ss->genuine_reset[kind]);
     }
     Py_CLEAR(ss->abstract_backoff);
     Py_CLEAR(ss->copyreg_newobj);
@@ -1714,4 +1800,6 @@ rbc_strategies_clear(rbc_strategies_state *ss)
     Py_CLEAR(ss->str_backoff);
     Py_CLEAR(ss->str_previous_backoff);
     Py_CLEAR(ss->str_dict);
+    Py_CLEAR(ss->str_compute);
+    Py_CLEAR(ss->str_reset);
 }

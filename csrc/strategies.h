@@ -37,6 +37,13 @@ typedef struct {
      * the exponential strategies then follow math.ldexp, else
      * base * 2**failures.  Set once, when the module is executed. */
     int ldexp_rule;
+    PyObject *str_compute; /* interned "compute" and "reset" */
+    PyObject *str_reset;
+    /* Each type's own compute and reset as created, and the version tag its
+     * class had when they were last seen still in place (0: not seen). */
+    PyObject *genuine_compute[RBC_STRATEGY_COUNT];
+    PyObject *genuine_reset[RBC_STRATEGY_COUNT];
+    unsigned int genuine_version_tags[RBC_STRATEGY_COUNT];
 } rbc_strategies_state;
 
 struct rbc_state;
@@ -60,8 +67,42 @@ rbc_plain_strategy_kind(rbc_strategies_state *ss, PyObject *backoff)
     return -1;
 }
 
+/* The type's version tag while CPython vouches that its attributes are
+ * unchanged since the tag was given, else 0.  Setting or deleting any
+ * attribute of the class (mock.patch.object included) takes it away. */
+static inline unsigned int
+rbc_valid_version_tag(PyTypeObject *type)
+{
+#if PY_VERSION_HEX < 0x030D0000
+    if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        return 0;
+    }
+#endif
+    return type->tp_version_tag;
+}
+
+int rbc_strategy_revalidate(rbc_strategies_state *ss, int kind);
+
+/* rbc_plain_strategy_kind, and only while the type's compute and reset are
+ * still its own C methods: a class-level mock of either is called through
+ * Python, as redis-py's Retry would call it.  One comparison while the
+ * class is untouched. */
+static inline int
+rbc_genuine_strategy_kind(rbc_strategies_state *ss, PyObject *backoff)
+{
+    int kind = rbc_plain_strategy_kind(ss, backoff);
+    if (kind < 0) {
+        return -1;
+    }
+    unsigned int tag = rbc_valid_version_tag(Py_TYPE(backoff));
+    if (tag != 0 && tag == ss->genuine_version_tags[kind]) {
+        return kind;
+    }
+    return rbc_strategy_revalidate(ss, kind);
+}
+
 /* backoff.reset() and backoff.compute(failures) for a plain C strategy of
- * the given kind (see rbc_plain_strategy_kind). compute returns a new
+ * the given kind (see rbc_genuine_strategy_kind). compute returns a new
  * reference or NULL with an exception set. */
 void rbc_strategy_reset(struct rbc_state *st, PyObject *backoff, int kind);
 PyObject *rbc_strategy_compute(struct rbc_state *st, PyObject *backoff,

@@ -655,6 +655,7 @@ def _imported(module: types.ModuleType) -> None:
         for source, dropin, names in sources:
             _register_source(source, dropin, names, dropins[dropin])
         _patch_modules([module])
+        _follow_redis_sleep(dropins)
 
 
 # --- The public functions -------------------------------------------------
@@ -708,6 +709,7 @@ def patch(
                 _register_source(source, dropin, names, dropins.get(dropin))
         records = _patch_modules(_redis_modules())
         if not already:
+            records += _follow_redis_sleep(dropins)
             finder = _Finder()
             sys.meta_path.insert(0, finder)
             _state.finder = finder
@@ -724,6 +726,28 @@ def patch(
             replaced=tuple(record.label for record in records),
             already_patched=already,
         )
+
+
+def _follow_redis_sleep(dropins: dict[str, types.ModuleType | None]) -> list[_Record]:
+    """The drop-in retry modules' ``sleep`` becomes a function that calls
+    redis-py's ``sleep`` global, looked up at each call, so that
+    ``mock.patch("redis.retry.sleep")`` reaches the C Retry as it reaches
+    redis-py's; unpatch() puts the drop-ins' own back."""
+    import asyncio
+    import time
+
+    # A drop-in's sleep that a test has already replaced stays as it is.
+    records: list[_Record] = []
+    defaults = {"redis_backoff_c.retry": time.sleep, "redis_backoff_c.asyncio.retry": asyncio.sleep}
+    for name, default in defaults.items():
+        dropin = dropins.get(name)
+        follower = getattr(dropin, "_sleep_through_redis_retry", None)
+        if dropin is None or follower is None or dropin.sleep is not default:
+            continue
+        dropin.sleep = follower  # type: ignore[attr-defined]
+        records.append(_Record(dropin, "sleep", default, follower, f"{name}.sleep"))
+    _state.records.extend(records)
+    return records
 
 
 def unpatch() -> tuple[str, ...]:

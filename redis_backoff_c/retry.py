@@ -9,7 +9,9 @@ redis-py's class.
 looks it up here each time it sleeps (only after a failure), so a test can
 patch ``redis_backoff_c.retry.sleep`` as redis-py's tests patch
 ``redis.retry.sleep``.  It is ``time.sleep``: the GIL is released and
-Ctrl-C interrupts it.
+Ctrl-C interrupts it.  While ``redis_backoff_c.patch()`` is active it is
+``_sleep_through_redis_retry``, which calls ``redis.retry.sleep``: a test
+that patches redis-py's name then reaches the C Retry too.
 
 ``call_with_retry``'s ``is_retryable`` argument is tested as the installed
 redis-py tests it: ``is not None`` from redis-py 8.2 on, its truth before.
@@ -35,3 +37,9 @@ else:
     from redis.retry import Retry
 
 __all__ = ["Retry", "sleep"]
+
+
+def _sleep_through_redis_retry(delay: float) -> None:
+    """``redis.retry.sleep(delay)``, looked up at each call: ``sleep`` here
+    while patched (see the module documentation)."""
+    _redis_retry.sleep(delay)

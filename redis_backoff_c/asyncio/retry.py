@@ -26,12 +26,16 @@ choice, for testing both designs on one interpreter.
 ``sleep`` is the one name the backoff is awaited through: the C code looks
 it up here each time it sleeps (only after a failure), so a test can patch
 ``redis_backoff_c.asyncio.retry.sleep`` as redis-py's tests patch
-``redis.asyncio.retry.sleep``.  It is ``asyncio.sleep``.
+``redis.asyncio.retry.sleep``.  It is ``asyncio.sleep``.  While
+``redis_backoff_c.patch()`` is active it is ``_sleep_through_redis_retry``,
+which returns ``redis.asyncio.retry.sleep(delay)``, the awaitable awaited: a
+test that patches redis-py's name then reaches the C Retry too.
 """
 
 import os
 import sys
 from asyncio import sleep
+from collections.abc import Awaitable
 
 import redis.asyncio.retry as _redis_asyncio_retry
 
@@ -52,6 +56,12 @@ def _choose_design() -> str:
         )
     # Measured (callgrind and scripts/bench-matrix.sh): README, "Two asyncio designs".
     return "coroutine" if sys.version_info >= (3, 12) else "awaitable"
+
+
+def _sleep_through_redis_retry(delay: float) -> Awaitable[None]:
+    """``redis.asyncio.retry.sleep(delay)``, looked up at each call, and not
+    awaited here: ``sleep`` here while patched (see the module documentation)."""
+    return _redis_asyncio_retry.sleep(delay)  # type: ignore[no-any-return]
 
 
 if speedups is not None:

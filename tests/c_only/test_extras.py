@@ -353,7 +353,9 @@ def test_sleeps_while_the_sleep_ends_before_the_deadline(flavor):
     assert elapsed < 0.3  # never slept past it
     # 0.3 / 0.04: at most 7 sleeps fit; on a loaded machine fewer
     assert 1 <= len(flavor.slept) <= 7
-    assert do.attempts == len(flavor.slept) + 1
+    # An attempt follows each sleep, unless the sleep overran into the
+    # deadline (a loaded machine, a sanitizer build): then none starts.
+    assert len(flavor.slept) <= do.attempts <= len(flavor.slept) + 1
 
 
 def test_never_starts_an_attempt_after_the_deadline(flavor):

@@ -70,6 +70,22 @@ def test_protocol_methods_exist(impl):
     awaitable.close()
 
 
+def test_not_an_iterator_until_awaited(impl):
+    # As a coroutine: next() and iter() raise TypeError; what __await__()
+    # returns iterates.
+    awaitable = new_call(impl, Log())
+    with pytest.raises(TypeError, match="is not an iterator"):
+        next(awaitable)
+    with pytest.raises(TypeError, match="is not iterable"):
+        iter(awaitable)
+    iterator = awaitable.__await__()
+    assert iter(iterator) is iterator
+    assert next(iterator) is None  # suspended in do()
+    with pytest.raises(StopIteration) as stop:
+        next(iterator)
+    assert stop.value.value == "done"
+
+
 @pytest.mark.async_design("awaitable")
 def test_await_returns_an_iterator_over_itself(c_impl):
     awaitable = new_call(c_impl, Log())
@@ -426,7 +442,7 @@ def test_next_raises_stop_iteration_with_the_result(c_impl):
             return value
 
         with pytest.raises(StopIteration) as stop:
-            next(retry.call_with_retry(do, fail))
+            next(retry.call_with_retry(do, fail).__await__())
         held.append((value, stop.value))
     for value, stop in held:
         assert stop.value is value and stop.args == (() if value is None else (value,))
