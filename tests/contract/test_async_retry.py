@@ -639,10 +639,11 @@ def test_cancellation_in_the_fail_of_a_rejection(impl, reference, loop, monkeypa
     events = run_on(loop, Cancellation(impl, "fail", monkeypatch, rejecting=True).run())
     assert ("fail", "cancelled", True) in events
     assert ("outcome", "cancelled", True) in events
-    assert ("context", "ConnectionError", True) in events
-    if REDIS_PY_HAS_CHECKER:
-        expected = Cancellation(reference, "fail", monkeypatch, rejecting=True).run()
-        assert events == run_on(loop, expected)
+    # Before 8.2, redis-py has no checker: its cancellation in the fail() of
+    # an ordinary retry is the same sequence (the error handled, fail awaited
+    # in the except block; the outcome's context is CPython's to choose).
+    expected = Cancellation(reference, "fail", monkeypatch, rejecting=REDIS_PY_HAS_CHECKER).run()
+    assert events == run_on(loop, expected)
 
 
 def _never(error):
