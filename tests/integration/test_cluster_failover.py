@@ -42,12 +42,13 @@ pytestmark = pytest.mark.skipif(
 
 # Errors that reach the caller depend on timing (how many plain commands
 # fall into the seconds the dead master still owns its slots), so the C
-# side may see more than the reference in the same scenario (1 to 5 a
-# failover seen on either side on a quiet 2-core machine, 13 against 4 once
-# in CI beside other jobs); more than this says the C Retry gave up where
+# side may see more than the reference in the same scenario.  Seen on a
+# 2-core machine beside other jobs, on either side: 1 to 5 in most runs, and
+# 27 or 45 in some (redis-py's own Retry 27 where ours gave 1, ours 45 where
+# redis-py's gave 2).  More than this says the C Retry gave up where
 # redis-py's did not (a Retry that gave no retries would fail every command
 # on the dead master's third of the keys for two seconds: hundreds).
-ERROR_SLACK = 25
+ERROR_SLACK = 60
 
 # Explicit policy for the transaction path: backoff delays 16 ms to 256 ms,
 # 10 retries (about 2 s, longer than a failover on loopback).
