@@ -10,7 +10,6 @@ from typing import Any, Final, TypedDict, TypeVar, final
 import redis.asyncio.retry
 import redis.backoff
 import redis.retry
-from redis.exceptions import RedisError
 from typing_extensions import Self, disjoint_base
 
 DEFAULT_CAP: Final = 0.512
@@ -143,7 +142,8 @@ class RetryStats:
 class Retry(redis.retry.Retry):
     _backoff: redis.backoff.AbstractBackoff
     _retries: int
-    _supported_errors: tuple[type[Exception], ...]
+    # _supported_errors: redis-py's own declaration (the classes of
+    # RedisError before 8.2, of Exception from 8.2), which this one takes.
     deadline: float | None
     budget: RetryBudget | None
     stats: RetryStats | None
@@ -177,7 +177,8 @@ class AsyncRetry(redis.asyncio.retry.Retry):
     # The asyncio Retry; its run-time name is redis_backoff_c.asyncio.retry.Retry.
     _backoff: redis.backoff.AbstractBackoff
     _retries: int
-    _supported_errors: tuple[type[RedisError], ...]
+    # _supported_errors: redis-py's own declaration (the classes of
+    # RedisError before 8.2, of Exception from 8.2), which this one takes.
     deadline: float | None
     budget: RetryBudget | None
     stats: RetryStats | None
@@ -185,7 +186,7 @@ class AsyncRetry(redis.asyncio.retry.Retry):
         self,
         backoff: redis.backoff.AbstractBackoff,
         retries: int,
-        supported_errors: tuple[type[RedisError], ...] = ...,
+        supported_errors: tuple[type[Exception], ...] = ...,
         *,
         deadline: float | None = None,
         budget: RetryBudget | None = None,
@@ -193,17 +194,17 @@ class AsyncRetry(redis.asyncio.retry.Retry):
     ) -> None: ...
     def get_retries(self) -> int: ...
     def update_retries(self, value: int) -> None: ...
-    def update_supported_errors(self, specified_errors: Iterable[type[RedisError]]) -> None: ...
-    # redis-py's is an ``async def``; this one is a C awaitable that speaks
-    # the coroutine protocol (CPython 3.10, 3.11) or, from 3.12, an
-    # ``async def`` too (redis_backoff_c.asyncio.retry.DESIGN says which).
-    def call_with_retry(
+    def update_supported_errors(self, specified_errors: Iterable[type[Exception]]) -> None: ...
+    # An ``async def`` as redis-py's is, to inspect too: the C awaitable's
+    # method (CPython 3.10, 3.11) or a native coroutine (3.12 and later);
+    # redis_backoff_c.asyncio.retry.DESIGN says which.
+    async def call_with_retry(
         self,
         do: Callable[[], Awaitable[_T]],
         fail: Callable[[Exception], Any] | Callable[[Exception, int], Any],
         is_retryable: Callable[[Exception], bool] | None = None,
         with_failure_count: bool = False,
-    ) -> Coroutine[Any, Any, _T]: ...
+    ) -> _T: ...
     def __copy__(self) -> Self: ...
     def __deepcopy__(self, memo: dict[int, Any], /) -> Self: ...
     def __eq__(self, other: object, /) -> bool: ...

@@ -53,7 +53,7 @@ def introspection(side):
     bound = new_retry(side).call_with_retry
     return {
         "class": inspect.iscoroutinefunction(Retry.call_with_retry),
-        "type(retry)": inspect.iscoroutinefunction(getattr(type(bound.__self__), "call_with_retry")),
+        "type(retry)": inspect.iscoroutinefunction(type(bound.__self__).call_with_retry),
         "bound": inspect.iscoroutinefunction(bound),
         "signature": shape(inspect.signature(Retry.call_with_retry)),
         "bound signature": shape(inspect.signature(bound)),
