@@ -26,7 +26,8 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall; /* method_vectorcall, read through tp_vectorcall_offset */
     PyTypeObject *owner;       /* the type whose instances it applies to */
-    rbc_fastcall_kw impl;
+    rbc_method_impl impl;
+    void *context;    /* impl's first argument */
     const char *name; /* static */
     const char *doc;  /* static; __doc__ while there is no template */
     PyObject *template;
@@ -91,7 +92,7 @@ call_with_self_keyword(rbc_async_method *m, PyObject *const *args, PyObject *kwn
             rest[j++] = args[i];
         }
     }
-    result = m->impl(self, rest, 0, nkw > 1 ? rest_names : NULL);
+    result = m->impl(m->context, self, rest, 0, nkw > 1 ? rest_names : NULL);
 error:
     Py_XDECREF(rest_names);
     PyMem_Free(rest);
@@ -111,7 +112,7 @@ method_vectorcall_other(rbc_async_method *m, PyObject *const *args, Py_ssize_t n
     if (check_self(m, args[0]) < 0) {
         return NULL;
     }
-    return m->impl(args[0], args + 1, nargs - 1, kwnames);
+    return m->impl(m->context, args[0], args + 1, nargs - 1, kwnames);
 }
 
 /* meth(obj, *args, **kwargs): the only work above the C method's own is
@@ -122,7 +123,7 @@ method_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
     rbc_async_method *m = (rbc_async_method *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs >= 1 && Py_IS_TYPE(args[0], m->owner)) {
-        return m->impl(args[0], args + 1, nargs - 1, kwnames);
+        return m->impl(m->context, args[0], args + 1, nargs - 1, kwnames);
     }
     return method_vectorcall_other(m, args, nargs, kwnames);
 }
@@ -333,7 +334,7 @@ rbc_async_method_type_new(PyObject *module)
 
 PyObject *
 rbc_async_method_new(PyTypeObject *method_type, PyTypeObject *owner, const char *name,
-                     rbc_fastcall_kw impl, const char *doc)
+                     rbc_method_impl impl, void *context, const char *doc)
 {
     rbc_async_method *m = PyObject_GC_New(rbc_async_method, method_type);
     if (m == NULL) {
@@ -342,6 +343,7 @@ rbc_async_method_new(PyTypeObject *method_type, PyTypeObject *owner, const char 
     m->vectorcall = method_vectorcall;
     m->owner = (PyTypeObject *)Py_NewRef(owner);
     m->impl = impl;
+    m->context = context;
     m->name = name;
     m->doc = doc;
     m->template = NULL;

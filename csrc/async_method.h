@@ -17,18 +17,21 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* The C function behind the method: METH_FASTCALL | METH_KEYWORDS, with
- * the instance as `self`. */
-typedef PyObject *(*rbc_fastcall_kw)(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                     PyObject *kwnames);
+/* The C function behind the method: METH_FASTCALL | METH_KEYWORDS with
+ * the instance as `self` (an instance of the owner type), and first the
+ * `context` the descriptor was made with (the module state, which saves
+ * the call looking it up). */
+typedef PyObject *(*rbc_method_impl)(void *context, PyObject *self, PyObject *const *args,
+                                     Py_ssize_t nargs, PyObject *kwnames);
 
 /* Creates the descriptor type (one per module). */
 PyTypeObject *rbc_async_method_type_new(PyObject *module);
 
 /* A new descriptor named `name` (a static string) for instances of `owner`
- * (a heap type), calling `impl`; `doc` (static) is its __doc__ until it is
- * given a template. */
+ * (a heap type), calling `impl` with `context`, which must live as long as
+ * the owner does; `doc` (static) is its __doc__ until it is given a
+ * template. */
 PyObject *rbc_async_method_new(PyTypeObject *method_type, PyTypeObject *owner, const char *name,
-                               rbc_fastcall_kw impl, const char *doc);
+                               rbc_method_impl impl, void *context, const char *doc);
 
 #endif

@@ -37,31 +37,17 @@ check_callable(PyObject *obj, const char *name)
     return -1;
 }
 
-static PyMethodDef async_retry_methods[];
-
-/* The module state: one load for the exact type (known by its method
- * table), the MRO walk for a Python subclass. */
-static inline rbc_state *
-fast_state_of(PyObject *self)
-{
-    PyTypeObject *type = Py_TYPE(self);
-    if (type->tp_methods == async_retry_methods) {
-        return (rbc_state *)PyModule_GetState(((PyHeapTypeObject *)type)->ht_module);
-    }
-    return rbc_retry_state_of(self);
-}
-
 /* Binds the arguments and returns the awaitable; nothing runs before it
- * is awaited, as with redis-py's coroutine. */
+ * is awaited, as with redis-py's coroutine.  `context` is the module state
+ * (see install_call_with_retry); `self` is an asyncio Retry, which the
+ * descriptor has checked. */
 static PyObject *
-call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+call_with_retry(void *context, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames)
 {
+    rbc_state *st = (rbc_state *)context;
     if (kwnames == NULL && nargs == 2) { /* call_with_retry(do, fail), the usual call */
         if (check_callable(args[0], "do") < 0 || check_callable(args[1], "fail") < 0) {
-            return NULL;
-        }
-        rbc_state *st = fast_state_of(self);
-        if (st == NULL) {
             return NULL;
         }
         return rbc_async_call_new(st, self, args[0], args[1], Py_None, Py_False);
@@ -76,10 +62,6 @@ call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
         return NULL;
     }
     if (check_callable(values[0], "do") < 0 || check_callable(values[1], "fail") < 0) {
-        return NULL;
-    }
-    rbc_state *st = fast_state_of(self);
-    if (st == NULL) {
         return NULL;
     }
     return rbc_async_call_new(st, self, values[0], values[1], values[2], values[3]);
@@ -99,10 +81,12 @@ PyDoc_STRVAR(call_with_retry_doc,
  * _to_async_retry, which keeps a retry only if inspect calls its
  * call_with_retry a coroutine function, keeps ours. */
 static int
-install_call_with_retry(rbc_async_state *as, PyTypeObject *type)
+install_call_with_retry(rbc_state *st, PyTypeObject *type)
 {
-    PyObject *method = rbc_async_method_new(as->AsyncMethod_type, type, "call_with_retry",
-                                            call_with_retry, call_with_retry_doc);
+    /* The state outlives the type, which holds its module (ht_module), and
+     * so the descriptor, which holds the type. */
+    PyObject *method = rbc_async_method_new(st->async.AsyncMethod_type, type, "call_with_retry",
+                                            call_with_retry, st, call_with_retry_doc);
     if (method == NULL) {
         return -1;
     }
@@ -231,7 +215,7 @@ rbc_async_init(rbc_state *st, PyObject *module)
     type->tp_vectorcall = async_retry_type_vectorcall;
     as->AsyncRetry_type = type;
     as->flavor.type = (PyTypeObject *)Py_NewRef(type);
-    if (install_call_with_retry(as, type) < 0) {
+    if (install_call_with_retry(st, type) < 0) {
         return -1;
     }
     /* The sync Retry is "Retry" here; the asyncio module re-exports this
