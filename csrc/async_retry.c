@@ -4,6 +4,7 @@
 #include "state.h"
 #include "args.h"
 #include "async_call.h"
+#include "async_method.h"
 #include "retry_core.h"
 
 /* redis.asyncio.retry.Retry's default supported_errors. */
@@ -36,31 +37,17 @@ check_callable(PyObject *obj, const char *name)
     return -1;
 }
 
-static PyMethodDef async_retry_methods[];
-
-/* The module state: one load for the exact type (known by its method
- * table), the MRO walk for a Python subclass. */
-static inline rbc_state *
-fast_state_of(PyObject *self)
-{
-    PyTypeObject *type = Py_TYPE(self);
-    if (type->tp_methods == async_retry_methods) {
-        return (rbc_state *)PyModule_GetState(((PyHeapTypeObject *)type)->ht_module);
-    }
-    return rbc_retry_state_of(self);
-}
-
 /* Binds the arguments and returns the awaitable; nothing runs before it
- * is awaited, as with redis-py's coroutine. */
+ * is awaited, as with redis-py's coroutine.  `context` is the module state
+ * (see install_call_with_retry); `self` is an asyncio Retry, which the
+ * descriptor has checked. */
 static PyObject *
-call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+call_with_retry(void *context, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames)
 {
+    rbc_state *st = (rbc_state *)context;
     if (kwnames == NULL && nargs == 2) { /* call_with_retry(do, fail), the usual call */
         if (check_callable(args[0], "do") < 0 || check_callable(args[1], "fail") < 0) {
-            return NULL;
-        }
-        rbc_state *st = fast_state_of(self);
-        if (st == NULL) {
             return NULL;
         }
         return rbc_async_call_new(st, self, args[0], args[1], Py_None, Py_False);
@@ -77,11 +64,38 @@ call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (check_callable(values[0], "do") < 0 || check_callable(values[1], "fail") < 0) {
         return NULL;
     }
-    rbc_state *st = fast_state_of(self);
-    if (st == NULL) {
-        return NULL;
-    }
     return rbc_async_call_new(st, self, values[0], values[1], values[2], values[3]);
+}
+
+/* call_with_retry's __doc__ until redis_backoff_c.asyncio.retry gives it
+ * its async def (then that one's). */
+PyDoc_STRVAR(call_with_retry_doc,
+             "Return an awaitable of do()'s awaited result; on an error in\n"
+             "_supported_errors, await fail(error) (or fail(error, failures)), await\n"
+             "redis_backoff_c.asyncio.retry.sleep(_backoff.compute(failures)) and\n"
+             "await do() again, up to _retries times (forever when < 0); then raise\n"
+             "the error. When the Retry's own checker (self.is_retryable) is set and\n"
+             "returns false for the error, fail() is awaited (failures + 1 as its\n"
+             "count) and the error raised; then a false is_retryable(error) raises it\n"
+             "at once (the argument is combined with the Retry's checker by AND).");
+
+/* call_with_retry is an async_method (async_method.h), not a
+ * method_descriptor: called the same way, but redis-py 8.2's
+ * _to_async_retry, which keeps a retry only if inspect calls its
+ * call_with_retry a coroutine function, keeps ours. */
+static int
+install_call_with_retry(rbc_state *st, PyTypeObject *type)
+{
+    /* The state outlives the type, which holds its module (ht_module), and
+     * so the descriptor, which holds the type. */
+    PyObject *method = rbc_async_method_new(st->async.AsyncMethod_type, type, "call_with_retry",
+                                            call_with_retry, st, call_with_retry_doc);
+    if (method == NULL) {
+        return -1;
+    }
+    int status = PyObject_SetAttrString((PyObject *)type, "call_with_retry", method);
+    Py_DECREF(method);
+    return status;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -133,17 +147,7 @@ async_retry_hash(PyObject *self)
 
 /* clang-format off */
 static PyMethodDef async_retry_methods[] = {
-    {"call_with_retry", (PyCFunction)(void (*)(void))call_with_retry,
-     METH_FASTCALL | METH_KEYWORDS,
-     "call_with_retry($self, /, do, fail, is_retryable=None, with_failure_count=False)\n--\n\n"
-     "Return an awaitable of do()'s awaited result; on an error in\n"
-     "_supported_errors, await fail(error) (or fail(error, failures)), await\n"
-     "redis_backoff_c.asyncio.retry.sleep(_backoff.compute(failures)) and\n"
-     "await do() again, up to _retries times (forever when < 0); then raise\n"
-     "the error. When the Retry's own checker (self.is_retryable) is set and\n"
-     "returns false for the error, fail() is awaited (failures + 1 as its\n"
-     "count) and the error raised; then a false is_retryable(error) raises it\n"
-     "at once (the argument is combined with the Retry's checker by AND)."},
+    /* call_with_retry is not here: see install_call_with_retry(). */
     RBC_RETRY_COMMON_METHODS,
     {NULL, NULL, 0, NULL},
 };
@@ -205,6 +209,10 @@ rbc_async_init(rbc_state *st, PyObject *module)
         return -1;
     }
 #endif
+    as->AsyncMethod_type = rbc_async_method_type_new(module);
+    if (as->AsyncMethod_type == NULL) {
+        return -1;
+    }
     PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &async_retry_spec, NULL);
     if (type == NULL) {
         return -1;
@@ -212,6 +220,9 @@ rbc_async_init(rbc_state *st, PyObject *module)
     type->tp_vectorcall = async_retry_type_vectorcall;
     as->AsyncRetry_type = type;
     as->flavor.type = (PyTypeObject *)Py_NewRef(type);
+    if (install_call_with_retry(st, type) < 0) {
+        return -1;
+    }
     /* The sync Retry is "Retry" here; the asyncio module re-exports this
      * one under its own name, which is also the type's __name__. */
     return PyModule_AddObjectRef(module, "AsyncRetry", (PyObject *)type);
@@ -222,6 +233,7 @@ rbc_async_traverse(rbc_async_state *as, visitproc visit, void *arg)
 {
     Py_VISIT(as->AsyncRetry_type);
     Py_VISIT(as->Call_type);
+    Py_VISIT(as->AsyncMethod_type);
     return rbc_retry_flavor_traverse(&as->flavor, visit, arg);
 }
 
@@ -231,6 +243,7 @@ rbc_async_clear(rbc_async_state *as)
     rbc_async_call_free_list_clear(as);
     Py_CLEAR(as->AsyncRetry_type);
     Py_CLEAR(as->Call_type);
+    Py_CLEAR(as->AsyncMethod_type);
     rbc_retry_flavor_clear(&as->flavor);
     Py_CLEAR(as->sleep_module_name);
     Py_CLEAR(as->str_sleep);

@@ -21,13 +21,14 @@
 #define RBC_CALL_FREE_LIST_SIZE 16
 
 typedef struct {
-    PyTypeObject *AsyncRetry_type; /* the asyncio type, also flavor.type */
-    rbc_retry_flavor flavor;       /* redis.asyncio.retry.Retry's family and defaults */
-    PyTypeObject *Call_type;       /* the awaitable call_with_retry returns */
-    PyObject *sleep_module_name;   /* "redis_backoff_c.asyncio.retry" */
-    PyObject *str_sleep;           /* "sleep" */
-    PyObject *str_throw;           /* "throw" */
-    PyObject *str_close;           /* "close" */
+    PyTypeObject *AsyncRetry_type;  /* the asyncio type, also flavor.type */
+    rbc_retry_flavor flavor;        /* redis.asyncio.retry.Retry's family and defaults */
+    PyTypeObject *Call_type;        /* the awaitable call_with_retry returns */
+    PyTypeObject *AsyncMethod_type; /* call_with_retry's descriptor type (async_method.h) */
+    PyObject *sleep_module_name;    /* "redis_backoff_c.asyncio.retry" */
+    PyObject *str_sleep;            /* "sleep" */
+    PyObject *str_throw;            /* "throw" */
+    PyObject *str_close;            /* "close" */
     /* Memory of finished awaitables (untracked, holding no references),
      * reused by the next call_with_retry: see async_call.c. */
     PyObject *free_calls[RBC_CALL_FREE_LIST_SIZE];

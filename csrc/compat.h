@@ -75,4 +75,15 @@ rbc_small_int_value(PyObject *obj, long long *value)
     return 0;
 }
 
+/* Py_NO_INLINE is 3.11+. */
+#ifndef Py_NO_INLINE
+#if defined(__GNUC__) || defined(__clang__)
+#define Py_NO_INLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define Py_NO_INLINE __declspec(noinline)
+#else
+#define Py_NO_INLINE
+#endif
+#endif
+
 #endif

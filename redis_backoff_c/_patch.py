@@ -41,6 +41,15 @@ So ``redis.Redis()`` with no ``retry`` argument runs a C Retry holding a C
 Retry that redis-py builds at run time (``Retry(NoBackoff(), 1)`` in
 ``Connection``) is built from the C classes.
 
+redis-py 8.2's asyncio clients, cluster, connections and pools pass the
+retry they are given through ``redis.asyncio.retry._to_async_retry``. It keeps
+an asyncio Retry, the C one included (its ``call_with_retry`` is a coroutine
+function to ``inspect``), so a patched asyncio client runs the C Retry it was
+given, extras and all. It converts a synchronous Retry, with redis-py's
+``UserWarning``, into the ``Retry`` its module names: while patched, a C
+asyncio Retry with the same backoff, retries, errors and ``is_retryable``
+(not the extras, which redis-py does not copy).
+
 redis-py's own ``__eq__`` methods find their class through their module's
 global (``isinstance(other, Retry)``), which now names the C class. So that
 two redis-py objects built before patch() still compare equal, patch() gives
@@ -322,7 +331,7 @@ def _convert(old: object, mapping: Mapping[type, type]) -> object:
     new: Any
     try:
         if hasattr(old, "_retries"):  # a Retry
-            new = target(_convert(old._backoff, mapping), old._retries, old._supported_errors)  # type: ignore[attr-defined]
+            new = _build_retry(target, old, mapping)
         else:
             new = _build_backoff(target, old)
         plain = _without_extras(old)
@@ -335,6 +344,18 @@ def _convert(old: object, mapping: Mapping[type, type]) -> object:
         _set_extras(new, _state.extras)
     _state.memo[id(old)] = (old, new)
     return new
+
+
+def _build_retry(target: type, old: Any, mapping: Mapping[type, type]) -> Any:
+    """A ``target`` Retry with the parameters of ``old``, its backoff converted."""
+    arguments = (_convert(old._backoff, mapping), old._retries, old._supported_errors)
+    # redis-py 8.2's checker (Retry(..., is_retryable=)), which its __eq__
+    # compares: passed only when set, since earlier releases take no such
+    # argument and have no such attribute.
+    checker = getattr(old, "_is_retryable", None)
+    if checker is not None:
+        return target(*arguments, is_retryable=checker)
+    return target(*arguments)
 
 
 def _has_extras(obj: object) -> bool:

@@ -18,6 +18,14 @@ chosen here, at import, and named by ``DESIGN``:
 ``REDIS_BACKOFF_C_ASYNC_DESIGN=awaitable`` (or ``coroutine``) overrides the
 choice, for testing both designs on one interpreter.
 
+In both designs ``inspect.iscoroutinefunction(Retry.call_with_retry)`` is
+true and ``inspect.signature`` gives redis-py's parameters, as for redis-py's
+``async def``: redis-py 8.2's asyncio clients keep a retry only then (their
+``_to_async_retry`` converts any other one to redis-py's ``Retry``).  The
+awaitable design's C method (``csrc/async_method.c``) borrows, for inspect,
+the code object, defaults and annotations of the coroutine design's
+``async def`` while it is called as any C method.
+
 ``Retry`` is registered as a virtual subclass of
 ``redis.asyncio.retry.Retry``, so ``isinstance`` holds and redis-py's own
 ``__eq__`` accepts it.  Without the extension (see
@@ -69,10 +77,15 @@ if speedups is not None:
 
     #: "awaitable" or "coroutine": which design serves call_with_retry here.
     DESIGN: str = _choose_design()
-    if DESIGN == "coroutine":
-        from redis_backoff_c.asyncio._coroutine import call_with_retry
+    from redis_backoff_c.asyncio._coroutine import call_with_retry
 
+    # Where pickle (by reference) and introspection find it: Retry's module.
+    call_with_retry.__module__ = __name__
+    if DESIGN == "coroutine":
         Retry.call_with_retry = call_with_retry  # type: ignore[method-assign]
+    else:
+        # The C method answers inspect as this async def does: see below.
+        vars(Retry)["call_with_retry"]._present_as(call_with_retry)
     _redis_asyncio_retry.Retry.register(Retry)
 else:
     from redis.asyncio.retry import Retry

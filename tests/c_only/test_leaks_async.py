@@ -232,6 +232,41 @@ def test_argument_errors():
     assert_no_leak(run)
 
 
+def test_every_form_of_the_method_call():
+    # The awaitable design's call_with_retry is a C descriptor
+    # (csrc/async_method.c): unbound calls, self by keyword, a subclass's
+    # instance, the refusals, __get__ and what inspect reads from it.
+    retry = Retry(backoff.NoBackoff(), 3)
+    sub = type("SubRetry", (Retry,), {})(backoff.NoBackoff(), 3)
+    do = flaky(0)
+    method = Retry.call_with_retry
+
+    def refused(*args, **kwargs):
+        try:
+            outcome = finish(method(*args, **kwargs))
+        except TypeError:
+            return
+        if outcome != ("raised", TypeError):
+            raise AssertionError(f"no TypeError: {outcome}")
+
+    def run():
+        ok = ("value", "ok")
+        assert finish(method(retry, do, fail)) == ok
+        assert finish(method(retry, do=do, fail=fail, with_failure_count=True)) == ok
+        assert finish(method(self=retry, do=do, fail=fail)) == ok
+        assert finish(method(sub, do, fail)) == ok
+        assert finish(retry.call_with_retry.__func__.__get__(retry, Retry)(do, fail)) == ok
+        refused(1, do, fail)
+        refused()
+        refused(do=do, fail=fail)
+        refused(retry, do, fail, nope=1)
+        for name in ("__code__", "__defaults__", "__annotations__", "__name__", "__qualname__"):
+            getattr(method, name)
+        pickle.loads(pickle.dumps(method))
+
+    assert_no_leak(run, watched=[retry, sub, do])
+
+
 @pytest.mark.parametrize("where", ["do", "fail", "sleep", "fail of a rejection"])
 @pytest.mark.parametrize("how", ["throw", "close"])
 def test_thrown_into_and_closed_at_each_await(where, how, monkeypatch):

@@ -301,6 +301,70 @@ def test_asyncio_connection_without_a_retry(retry_on_timeout):
     _assert_c_equal(retry, expected)
 
 
+# redis-py 8.2 added both: a checker on the Retry (is_retryable=), and
+# _to_async_retry, through which its asyncio clients pass every retry.
+HAS_CHECKER = "is_retryable" in inspect.signature(ORIGINAL_RETRY.__init__).parameters
+CONVERTS = hasattr(redis.asyncio.retry, "_to_async_retry")
+
+
+@pytest.mark.parametrize("where", ["Redis", "ConnectionPool", "set_retry"])
+def test_asyncio_client_given_a_sync_retry(where, recwarn):
+    redis_backoff_c.patch()
+    given = redis.retry.Retry(redis.backoff.NoBackoff(), 2)  # the C sync Retry, patched
+    assert type(given) is C_RETRY
+    if where == "Redis":
+        held = redis.asyncio.Redis(retry=given).get_retry()
+    elif where == "ConnectionPool":
+        held = redis.asyncio.ConnectionPool(retry=given).connection_kwargs["retry"]
+    else:
+        client = redis.asyncio.Redis()
+        client.set_retry(given)
+        held = client.get_retry()
+    warned = [w for w in recwarn if "synchronous redis.retry.Retry" in str(w.message)]
+    if CONVERTS:
+        # 8.2 converts it, with its warning, into the Retry that
+        # redis.asyncio.retry names: ours, while patched.
+        assert [w.category for w in warned] == [UserWarning]
+        assert type(held) is C_ASYNC_RETRY
+        assert type(held._backoff) is C["NoBackoff"] and held._retries == 2
+        assert set(held._supported_errors) == set(given._supported_errors)
+    else:
+        # Before 8.2 the asyncio clients keep whatever retry they are given.
+        assert warned == []
+        assert type(held) is C_RETRY and held == given
+
+
+def test_asyncio_client_keeps_a_c_asyncio_retry(recwarn):
+    # Kept, not converted: a conversion would build a Retry without the
+    # extras (the client holds a copy, which shares them).
+    redis_backoff_c.patch()
+    stats = redis_backoff_c.RetryStats()
+    given = redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 2, stats=stats)
+    assert type(given) is C_ASYNC_RETRY
+    held = redis.asyncio.Redis(retry=given).get_retry()
+    assert type(held) is C_ASYNC_RETRY and held == given and held.stats is stats
+    assert [w for w in recwarn if "synchronous" in str(w.message)] == []
+
+
+@pytest.mark.skipif(not HAS_CHECKER, reason="redis-py < 8.2: a Retry has no is_retryable")
+def test_a_default_retry_keeps_its_checker():
+    def checker(error):
+        return True
+
+    old = ORIGINAL_RETRY(ORIGINAL["NoBackoff"](), 2, is_retryable=checker)
+    probe = _probe_module({"CHECKED": old, "plain": ORIGINAL_RETRY(ORIGINAL["NoBackoff"](), 2)})
+    try:
+        redis_backoff_c.patch()
+        assert type(probe.CHECKED) is C_RETRY and probe.CHECKED._is_retryable is checker
+        assert probe.CHECKED == old and old == probe.CHECKED
+        assert type(probe.plain) is C_RETRY and probe.plain._is_retryable is None
+        redis_backoff_c.unpatch()
+        assert probe.CHECKED is old
+    finally:
+        redis_backoff_c.unpatch()
+        del sys.modules[probe.__name__]
+
+
 # --- unpatch(), idempotency, the context manager -----------------------------
 
 
