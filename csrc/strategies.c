@@ -177,65 +177,98 @@ check_failures(PyObject *failures)
     return rbc_check_real("compute", "failures", failures);
 }
 
-/* Failure counts from which the generic path no longer asks Python for
- * 2**failures: an int base would make it build an int of that many bits
- * (2**(10**30) never finishes), where the formula's value is plain. */
+/* min(a, b) and max(a, b) as the builtins choose: the first argument
+ * unless the second compares strictly less (greater).  New reference. */
+static PyObject *
+py_min(PyObject *a, PyObject *b)
+{
+    int less = PyObject_RichCompareBool(b, a, Py_LT);
+    return less < 0 ? NULL : Py_NewRef(less ? b : a);
+}
+
+static PyObject *
+py_max(PyObject *a, PyObject *b)
+{
+    int greater = PyObject_RichCompareBool(b, a, Py_GT);
+    return greater < 0 ? NULL : Py_NewRef(greater ? b : a);
+}
+
+/* Failure counts from which an exact base * 2**failures is not built when
+ * the cap is sure to win anyway: 2**16384 times any base the check below
+ * admits is past every finite float. */
 #define HUGE_FAILURES 16384.0
 
-/* +1 for failures >= HUGE_FAILURES, -1 for failures <= -HUGE_FAILURES, 0 in
- * between or when failures has no float value (Python's ** decides); -2 on
- * error. */
+/* Failure counts from which Python could not build 2**failures at all
+ * (gigabytes of digits, for minutes): the formula's value is given. */
+#define ENORMOUS_FAILURES 2147483648.0
+
+/* For an int or Fraction count (whose 2**failures Python builds as an
+ * exact int): 2 when failures >= ENORMOUS_FAILURES, 1 when it is at least
+ * HUGE_FAILURES, else 0 (also for any other type: Python's ** is cheap
+ * there, or raises by itself); -1 on error. */
 static int
-failures_magnitude(PyObject *failures)
+failures_magnitude(rbc_strategies_state *ss, PyObject *failures)
 {
     double value;
     if (PyLong_Check(failures)) {
         int overflow;
         long long n = PyLong_AsLongLongAndOverflow(failures, &overflow);
         if (n == -1 && PyErr_Occurred()) {
-            return -2;
+            return -1;
         }
         if (overflow != 0) {
-            return overflow;
+            return overflow > 0 ? 2 : 0;
         }
         value = (double)n;
     }
-    else if (PyFloat_Check(failures)) {
-        value = PyFloat_AS_DOUBLE(failures);
-    }
-    else {
+    else if (PyObject_TypeCheck(failures, ss->fraction_type)) {
         PyObject *as_float = PyNumber_Float(failures);
         if (as_float == NULL) {
-            PyErr_Clear(); /* no float value: Python's ** decides */
-            return 0;
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                return -1;
+            }
+            PyErr_Clear(); /* past the float range, of either sign */
+            int positive = PyObject_RichCompareBool(failures, ss->int_zero, Py_GT);
+            return positive < 0 ? -1 : 2 * positive;
         }
         value = PyFloat_AS_DOUBLE(as_float);
         Py_DECREF(as_float);
     }
-    if (!isfinite(value)) {
-        return 0; /* 2**inf and 2**nan are values Python computes */
+    else {
+        return 0;
     }
-    if (value >= HUGE_FAILURES) {
-        return 1;
+    if (value >= ENORMOUS_FAILURES) {
+        return 2;
     }
-    return value <= -HUGE_FAILURES ? -1 : 0;
+    return value >= HUGE_FAILURES ? 1 : 0;
 }
 
-/* x * 2**failures when 2**failures is past every float (direction > 0) or
- * below the smallest one (direction < 0): the formula's value. */
-static PyObject *
-scaled_out_of_range(PyObject *x, int direction)
+/* 1 when min(cap, x * 2**failures), failures >= HUGE_FAILURES, is surely
+ * the cap: the cap is a finite float value and x an int, bool or Fraction
+ * of at least 2**-1000, so the product is past 2**15384.  Compares
+ * magnitudes instead of building the power.  A Decimal x is left to
+ * Python: its context may raise decimal.Overflow there.  0 otherwise;
+ * never fails (a conversion error only means "not sure"). */
+static int
+surely_capped(rbc_strategies_state *ss, PyObject *cap, PyObject *x)
 {
-    if (direction < 0) {
-        /* 2**failures is 0.0 for Python too: x * 0.0. */
-        PyObject *zero = PyFloat_FromDouble(0.0);
-        if (zero == NULL) {
-            return NULL;
-        }
-        PyObject *product = PyNumber_Multiply(x, zero);
-        Py_DECREF(zero);
-        return product;
+    if (!(PyLong_Check(x) || PyObject_TypeCheck(x, ss->fraction_type))) {
+        return 0;
     }
+    double cap_value = PyFloat_AsDouble(cap);
+    double x_value = PyFloat_AsDouble(x);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return isfinite(cap_value) && isfinite(x_value) && x_value >= 0x1p-1000;
+}
+
+/* x * 2**failures when 2**failures is past every float: the formula's
+ * value. */
+static PyObject *
+scaled_out_of_range(PyObject *x)
+{
     int is_zero = PyObject_Not(x);
     if (is_zero < 0) {
         return NULL;
@@ -251,20 +284,16 @@ scaled_out_of_range(PyObject *x, int direction)
 }
 
 /* x * 2**failures with Python objects: redis-py's expression, except that
- * where it would raise OverflowError, or build a huge int, the result is
- * the formula's value. */
+ * where it raises OverflowError (a float operand meeting 2**failures past
+ * the float range), or could never build 2**failures, the result is the
+ * formula's value. */
 static PyObject *
-generic_scaled(rbc_state *st, PyObject *x, PyObject *failures)
+generic_scaled(rbc_state *st, PyObject *x, PyObject *failures, int magnitude)
 {
-    if (check_failures(failures) < 0) {
-        return NULL;
-    }
-    int magnitude = failures_magnitude(failures);
-    if (magnitude == -2) {
-        return NULL;
-    }
-    if (magnitude != 0) {
-        return scaled_out_of_range(x, magnitude);
+    if (magnitude == 2 || (magnitude == 1 && PyFloat_Check(x))) {
+        /* Python: float * huge int is an OverflowError; an enormous power
+         * is never built. */
+        return scaled_out_of_range(x);
     }
     PyObject *product = NULL;
     PyObject *power = PyNumber_Power(st->strategies.int_two, failures, Py_None);
@@ -275,13 +304,34 @@ generic_scaled(rbc_state *st, PyObject *x, PyObject *failures)
     if (product != NULL || !PyErr_ExceptionMatches(PyExc_OverflowError)) {
         return product;
     }
-    /* A float operand met 2**failures past the float range. */
+    /* A float operand met 2**failures past the float range: for a negative
+     * count Python's 2**failures is a float and cannot overflow. */
     PyErr_Clear();
-    int positive = PyObject_RichCompareBool(failures, st->strategies.int_zero, Py_GT);
-    if (positive < 0) {
+    return scaled_out_of_range(x);
+}
+
+/* min(cap, x * 2**failures) with Python objects (redis-py 8.0 and 8.1),
+ * with the cap object itself, without any power, where it surely wins. */
+static PyObject *
+generic_capped_power(rbc_state *st, PyObject *cap, PyObject *x, PyObject *failures)
+{
+    if (check_failures(failures) < 0) {
         return NULL;
     }
-    return scaled_out_of_range(x, positive ? 1 : -1);
+    int magnitude = failures_magnitude(&st->strategies, failures);
+    if (magnitude < 0) {
+        return NULL;
+    }
+    if (magnitude == 1 && surely_capped(&st->strategies, cap, x)) {
+        return Py_NewRef(cap);
+    }
+    PyObject *scaled = generic_scaled(st, x, failures, magnitude);
+    if (scaled == NULL) {
+        return NULL;
+    }
+    PyObject *result = py_min(cap, scaled);
+    Py_DECREF(scaled);
+    return result;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -382,23 +432,65 @@ generic_exponential(rbc_state *st, PyObject *x, PyObject *failures)
     if (st->strategies.ldexp_rule) {
         return generic_exponential_ldexp(x, failures);
     }
-    return generic_scaled(st, x, failures);
+    if (check_failures(failures) < 0) {
+        return NULL;
+    }
+    int magnitude = failures_magnitude(&st->strategies, failures);
+    if (magnitude < 0) {
+        return NULL;
+    }
+    return generic_scaled(st, x, failures, magnitude);
 }
 
-/* min(a, b) and max(a, b) as the builtins choose: the first argument
- * unless the second compares strictly less (greater).  New reference. */
+/* min(cap, exponential(x, failures)) with objects.  New reference. */
 static PyObject *
-py_min(PyObject *a, PyObject *b)
+generic_capped_exponential(rbc_state *st, PyObject *cap, PyObject *x, PyObject *failures)
 {
-    int less = PyObject_RichCompareBool(b, a, Py_LT);
-    return less < 0 ? NULL : Py_NewRef(less ? b : a);
+    if (!st->strategies.ldexp_rule) {
+        return generic_capped_power(st, cap, x, failures);
+    }
+    PyObject *scaled = generic_exponential_ldexp(x, failures);
+    if (scaled == NULL) {
+        return NULL;
+    }
+    PyObject *result = py_min(cap, scaled);
+    Py_DECREF(scaled);
+    return result;
 }
 
-static PyObject *
-py_max(PyObject *a, PyObject *b)
+/* A float, int or Fraction: random.uniform's arithmetic on it is the same
+ * in doubles (each operand meets a float, which converts it). */
+static inline int
+is_float_like(rbc_strategies_state *ss, PyObject *obj)
 {
-    int greater = PyObject_RichCompareBool(b, a, Py_GT);
-    return greater < 0 ? NULL : Py_NewRef(greater ? b : a);
+    return PyFloat_Check(obj) || PyLong_Check(obj) || PyObject_TypeCheck(obj, ss->fraction_type);
+}
+
+/* a + (b - a) * random() with objects, the draw from the fast generator:
+ * random.uniform's own operations, so a Decimal bound raises the TypeError
+ * random.uniform raises (after its draw, as there). */
+static PyObject *
+uniform_with_objects(rbc_state *st, PyObject *a, PyObject *b)
+{
+    PyObject *result = NULL, *width = NULL, *draw = NULL, *scaled = NULL;
+    width = PyNumber_Subtract(b, a);
+    if (width == NULL) {
+        goto error;
+    }
+    draw = PyFloat_FromDouble(rbc_xoshiro_double(st->random.xoshiro));
+    if (draw == NULL) {
+        goto error;
+    }
+    scaled = PyNumber_Multiply(width, draw);
+    if (scaled == NULL) {
+        goto error;
+    }
+    result = PyNumber_Add(a, scaled);
+error:
+    Py_XDECREF(width);
+    Py_XDECREF(draw);
+    Py_XDECREF(scaled);
+    return result;
 }
 
 /* random.uniform(a, b) with objects: through the random module, or from the
@@ -408,6 +500,9 @@ generic_uniform(rbc_state *st, PyObject *a, PyObject *b)
 {
     if (!st->random.use_fast) {
         return rbc_random_call_uniform(&st->random, a, b);
+    }
+    if (!(is_float_like(&st->strategies, a) && is_float_like(&st->strategies, b))) {
+        return uniform_with_objects(st, a, b);
     }
     double a_value = PyFloat_AsDouble(a), b_value, out;
     if (a_value == -1.0 && PyErr_Occurred()) {
@@ -498,13 +593,7 @@ compute_exponential(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fail
         /* min(cap, exponential(base, failures)) */
         return product < cap_value ? PyFloat_FromDouble(product) : Py_NewRef(cap);
     }
-    PyObject *scaled = generic_exponential(st, base, failures);
-    if (scaled == NULL) {
-        return NULL;
-    }
-    PyObject *result = py_min(cap, scaled);
-    Py_DECREF(scaled);
-    return result;
+    return generic_capped_exponential(st, cap, base, failures);
 }
 
 /* min(cap, exponential(base, failures)) as a double, when the fast path
@@ -523,27 +612,6 @@ capped_scaled_double(const rbc_strategies_state *ss, PyObject *cap, PyObject *ba
     return 1;
 }
 
-/* min(cap, exponential(base, failures)) with objects, as the bound of a
- * jittered draw: under redis-py 8.0 and 8.1 made safe for float arithmetic
- * (see bound_in_float_range).  Under 8.2 the bound is a float or the cap
- * itself, passed on as redis-py passes it. */
-static PyObject *
-generic_capped_scaled(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
-{
-    PyObject *scaled = generic_exponential(st, base, failures);
-    if (scaled == NULL) {
-        return NULL;
-    }
-    PyObject *high = py_min(cap, scaled);
-    Py_DECREF(scaled);
-    if (high == NULL || st->strategies.ldexp_rule) {
-        return high;
-    }
-    PyObject *result = bound_in_float_range(&st->strategies, high);
-    Py_DECREF(high);
-    return result;
-}
-
 static PyObject *
 compute_full_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *failures)
 {
@@ -554,12 +622,52 @@ compute_full_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fail
         return uniform_from_doubles(st, st->strategies.int_zero, 0.0,
                                     chosen_cap ? cap : NULL, high);
     }
-    PyObject *high_obj = generic_capped_scaled(st, cap, base, failures);
+    PyObject *exact_high = generic_capped_exponential(st, cap, base, failures);
+    if (exact_high == NULL) {
+        return NULL;
+    }
+    /* Under 8.0 and 8.1 an exact bound past the float range makes
+     * random.uniform raise OverflowError: the formula's value instead. */
+    PyObject *high_obj = st->strategies.ldexp_rule
+                             ? Py_NewRef(exact_high)
+                             : bound_in_float_range(&st->strategies, exact_high);
+    Py_DECREF(exact_high);
     if (high_obj == NULL) {
         return NULL;
     }
     PyObject *result = generic_uniform(st, st->strategies.int_zero, high_obj);
     Py_DECREF(high_obj);
+    return result;
+}
+
+/* high / 2 for EqualJitterBackoff.  Under 8.0 and 8.1, where Python would
+ * raise OverflowError (an int quotient past the float range, or a Fraction
+ * one reaching random.uniform), the formula's value in floats: the
+ * infinity of its sign.  A bound of 2**1024 keeps its finite half, as in
+ * Python.  New reference. */
+static PyObject *
+half_in_float_range(rbc_state *st, PyObject *high)
+{
+    rbc_strategies_state *ss = &st->strategies;
+    PyObject *half = PyNumber_TrueDivide(high, ss->int_two);
+    if (ss->ldexp_rule) {
+        return half;
+    }
+    if (half == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        PyObject *bound = bound_in_float_range(ss, high);
+        if (bound == NULL) {
+            return NULL;
+        }
+        half = PyNumber_TrueDivide(bound, ss->int_two);
+        Py_DECREF(bound);
+        return half;
+    }
+    PyObject *result = bound_in_float_range(ss, half);
+    Py_DECREF(half);
     return result;
 }
 
@@ -582,11 +690,11 @@ compute_equal_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fai
         temp_obj = PyFloat_FromDouble(temp);
     }
     else {
-        PyObject *high_obj = generic_capped_scaled(st, cap, base, failures);
+        PyObject *high_obj = generic_capped_exponential(st, cap, base, failures);
         if (high_obj == NULL) {
             return NULL;
         }
-        temp_obj = PyNumber_TrueDivide(high_obj, st->strategies.int_two);
+        temp_obj = half_in_float_range(st, high_obj);
         Py_DECREF(high_obj);
     }
     if (temp_obj == NULL) {
