@@ -171,11 +171,12 @@ def test_failures_whose_conversion_assigns_the_parameters(c_impl):
                 strategy.compute(Failures())
             assert strategy._cap == 4
             continue
-        # __float__ runs (the magnitude check) and assigns the parameters;
-        # then 2 ** Failures() is a TypeError, as in redis-py.
+        # 2 ** Failures() is a TypeError, as in redis-py, which converts
+        # nothing first (the magnitude check reads only ints and Fractions):
+        # no __float__ runs and the parameters stay.
         with pytest.raises(TypeError, match="pow"):
             strategy.compute(Failures())
-        assert strategy._cap == 0.5
+        assert strategy._cap == 4
 
 
 def test_base_whose_conversion_assigns_the_parameters():
