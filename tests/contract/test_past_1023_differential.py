@@ -29,7 +29,9 @@ exact_numbers = st.one_of(
     st.fractions(max_denominator=10**6),
     st.sampled_from([math.inf, -math.inf, 0.512, 1e308, 0.0, -0.0]),
 )
-counts = st.one_of(st.integers(min_value=1000, max_value=20000), st.sampled_from([1023, 1024, 16384]))
+counts = st.one_of(
+    st.integers(min_value=1000, max_value=20000), st.sampled_from([1023, 1024, 16384])
+)
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -132,14 +134,23 @@ def test_the_known_cases():
         )
 
 
-USES_FAILURES = ["ExponentialBackoff", "FullJitterBackoff", "EqualJitterBackoff", "ExponentialWithJitterBackoff"]
+USES_FAILURES = [
+    "ExponentialBackoff",
+    "FullJitterBackoff",
+    "EqualJitterBackoff",
+    "ExponentialWithJitterBackoff",
+]
 
 
 @settings(max_examples=50, deadline=None)
 @given(
     name=st.sampled_from(USES_FAILURES),
-    cap=st.one_of(st.floats(min_value=0, max_value=1e308), st.integers(0, 2**1000), st.fractions(min_value=0)),
-    base=st.one_of(st.integers(1, 2**70), st.just(True), st.fractions(min_value=Fraction(1, 10**6))),
+    cap=st.one_of(
+        st.floats(min_value=0, max_value=1e308), st.integers(0, 2**1000), st.fractions(min_value=0)
+    ),
+    base=st.one_of(
+        st.integers(1, 2**70), st.just(True), st.fractions(min_value=Fraction(1, 10**6))
+    ),
     failures=st.sampled_from([10**9, 2**63, 10**30, 10**400]),
 )
 def test_huge_counts_stay_cheap(name, cap, base, failures):
