@@ -108,9 +108,11 @@ export REDIS_BACKOFF_C_CFLAGS="-fsanitize=address,undefined,float-cast-overflow 
 -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g -Werror"
 export REDIS_BACKOFF_C_LDFLAGS="-fsanitize=address,undefined,float-cast-overflow"
 export CC
-# Uninstall first so that pip always builds this copy (one build).
+# Uninstall first so that pip always builds this copy (one build), and never
+# takes a wheel from its cache: one built without the sanitizer flags was
+# once installed here in CI.
 "$py" -m pip uninstall --quiet --yes redis-backoff-c >/dev/null 2>&1 || true
-"$py" -m pip install --quiet --disable-pip-version-check "$src[test]"
+"$py" -m pip install --quiet --disable-pip-version-check --no-cache-dir "$src[test]"
 # Found without importing it (that needs the ASan runtime preloaded).
 so=$("$py" -I -c '
 import glob, importlib.util, os
