@@ -17,7 +17,7 @@ static const char *const default_error_names[] = {
 static inline rbc_async_state *
 async_state_of(PyObject *self)
 {
-    rbc_state *st = rbc_retry_state_of(self);
+    rbc_state *st = rbc_state_of(self);
     return st == NULL ? NULL : &st->async;
 }
 

@@ -787,7 +787,7 @@ rbc_retry_budget_get(PyObject *self, void *closure)
 int
 rbc_retry_budget_set(PyObject *self, PyObject *value, void *closure)
 {
-    rbc_state *st = rbc_retry_state_of(self);
+    rbc_state *st = rbc_state_of(self);
     if (st == NULL || refuse_delete(value, "budget") < 0) {
         return -1;
     }
@@ -804,7 +804,7 @@ rbc_retry_stats_get(PyObject *self, void *closure)
 int
 rbc_retry_stats_set(PyObject *self, PyObject *value, void *closure)
 {
-    rbc_state *st = rbc_retry_state_of(self);
+    rbc_state *st = rbc_state_of(self);
     if (st == NULL || refuse_delete(value, "stats") < 0) {
         return -1;
     }

@@ -9,10 +9,44 @@
 #include "async_coro.h"
 
 static int
+common_init(rbc_common_state *common)
+{
+    common->int_zero = PyLong_FromLong(0);
+    common->str_backoff = PyUnicode_InternFromString("_backoff");
+    common->str_dict = PyUnicode_InternFromString("__dict__");
+    if (!common->int_zero || !common->str_backoff || !common->str_dict) {
+        return -1;
+    }
+    PyObject *copyreg = PyImport_ImportModule("copyreg");
+    if (copyreg == NULL) {
+        return -1;
+    }
+    common->copyreg_newobj = PyObject_GetAttrString(copyreg, "__newobj__");
+    Py_DECREF(copyreg);
+    return common->copyreg_newobj == NULL ? -1 : 0;
+}
+
+static int
+common_traverse(rbc_common_state *common, visitproc visit, void *arg)
+{
+    Py_VISIT(common->copyreg_newobj);
+    return 0;
+}
+
+static void
+common_clear(rbc_common_state *common)
+{
+    Py_CLEAR(common->int_zero);
+    Py_CLEAR(common->str_backoff);
+    Py_CLEAR(common->str_dict);
+    Py_CLEAR(common->copyreg_newobj);
+}
+
+static int
 module_exec(PyObject *module)
 {
     rbc_state *st = rbc_get_state(module);
-    if (rbc_slots_init(&st->slots) < 0 || rbc_random_init(st, module) < 0
+    if (common_init(&st->common) < 0 || rbc_slots_init(&st->slots) < 0 || rbc_random_init(st, module) < 0
         || rbc_strategies_init(st, module) < 0
         || rbc_extras_init(st, module) < 0
         || rbc_retry_init(st, module) < 0
@@ -27,7 +61,8 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
 {
     rbc_state *st = rbc_get_state(module);
     int err;
-    if ((err = rbc_random_traverse(&st->random, visit, arg))
+    if ((err = common_traverse(&st->common, visit, arg))
+        || (err = rbc_random_traverse(&st->random, visit, arg))
         || (err = rbc_strategies_traverse(&st->strategies, visit, arg))
         || (err = rbc_retry_traverse(&st->retry, visit, arg))
         || (err = rbc_async_traverse(&st->async, visit, arg))
@@ -48,6 +83,7 @@ module_clear(PyObject *module)
     rbc_strategies_clear(&st->strategies);
     rbc_random_clear(&st->random);
     rbc_slots_clear(&st->slots);
+    common_clear(&st->common);
     return 0;
 }
 

@@ -18,7 +18,7 @@ static const char *const default_error_names[] = {
 static inline rbc_retry_state *
 retry_state_of(PyObject *self)
 {
-    rbc_state *st = rbc_retry_state_of(self);
+    rbc_state *st = rbc_state_of(self);
     return st == NULL ? NULL : &st->retry;
 }
 
@@ -226,18 +226,6 @@ static PyMethodDef retry_methods[] = {
 };
 /* clang-format on */
 
-/* The module state: one load for the exact type (identified by its method
- * table, no call), the MRO walk for a Python subclass. */
-static inline rbc_state *
-fast_state_of(PyObject *self)
-{
-    PyTypeObject *type = Py_TYPE(self);
-    if (type->tp_methods == retry_methods) {
-        return (rbc_state *)PyModule_GetState(((PyHeapTypeObject *)type)->ht_module);
-    }
-    return rbc_retry_state_of(self);
-}
-
 /* self._backoff.reset(): nothing to do for an unmodified C strategy other
  * than DecorrelatedJitterBackoff; the core handles the rest. */
 static inline int
@@ -267,7 +255,7 @@ call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     else if (bind_call(args, nargs, kwnames, &call) < 0) {
         return NULL;
     }
-    rbc_state *st = fast_state_of(self);
+    rbc_state *st = rbc_state_of(self);
     if (st == NULL) {
         return NULL;
     }

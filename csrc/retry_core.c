@@ -83,15 +83,11 @@ rbc_exc_end_handling(PyObject *previous)
 int
 rbc_retry_core_init(rbc_retry_core_state *cs)
 {
-    cs->str_backoff = PyUnicode_InternFromString("_backoff");
     cs->str_retries = PyUnicode_InternFromString("_retries");
     cs->str_supported_errors = PyUnicode_InternFromString("_supported_errors");
-    cs->str_dict = PyUnicode_InternFromString("__dict__");
     cs->str_is_retryable = PyUnicode_InternFromString("_is_retryable");
-    cs->int_zero = PyLong_FromLong(0);
     cs->checker_not_none = 0; /* until redis_backoff_c.retry says 8.2 */
-    if (!cs->str_backoff || !cs->str_retries || !cs->str_supported_errors || !cs->str_dict
-        || !cs->str_is_retryable || !cs->int_zero) {
+    if (!cs->str_retries || !cs->str_supported_errors || !cs->str_is_retryable) {
         return -1;
     }
     PyObject *copy = PyImport_ImportModule("copy");
@@ -100,34 +96,23 @@ rbc_retry_core_init(rbc_retry_core_state *cs)
     }
     cs->copy_deepcopy = PyObject_GetAttrString(copy, "deepcopy");
     Py_DECREF(copy);
-    PyObject *copyreg = PyImport_ImportModule("copyreg");
-    if (copyreg == NULL) {
-        return -1;
-    }
-    cs->copyreg_newobj = PyObject_GetAttrString(copyreg, "__newobj__");
-    Py_DECREF(copyreg);
-    return cs->copy_deepcopy == NULL || cs->copyreg_newobj == NULL ? -1 : 0;
+    return cs->copy_deepcopy == NULL ? -1 : 0;
 }
 
 int
 rbc_retry_core_traverse(rbc_retry_core_state *cs, visitproc visit, void *arg)
 {
     Py_VISIT(cs->copy_deepcopy);
-    Py_VISIT(cs->copyreg_newobj);
     return 0;
 }
 
 void
 rbc_retry_core_clear(rbc_retry_core_state *cs)
 {
-    Py_CLEAR(cs->str_backoff);
     Py_CLEAR(cs->str_retries);
     Py_CLEAR(cs->str_supported_errors);
-    Py_CLEAR(cs->str_dict);
     Py_CLEAR(cs->str_is_retryable);
     Py_CLEAR(cs->copy_deepcopy);
-    Py_CLEAR(cs->copyreg_newobj);
-    Py_CLEAR(cs->int_zero);
 }
 
 int
@@ -207,16 +192,6 @@ static inline rbc_retry_core_state *
 core_of(struct rbc_state *st)
 {
     return &st->retry.core;
-}
-
-struct rbc_state *
-rbc_retry_state_of(PyObject *self)
-{
-    PyObject *module = ((PyHeapTypeObject *)Py_TYPE(self))->ht_module;
-    if (module != NULL && PyModule_GetDef(module) == &rbc_module_def) {
-        return (rbc_state *)PyModule_GetState(module);
-    }
-    return rbc_state_from_type(Py_TYPE(self));
 }
 
 /* retries must have __index__ (int, bool, numpy ints...): its value,
@@ -391,7 +366,7 @@ set_given_extras(const rbc_retry_flavor *fl, PyObject *self, PyObject *deadline,
     if (deadline == Py_None && budget == Py_None && stats == Py_None) {
         return 0;
     }
-    rbc_state *st = rbc_retry_state_of(self);
+    rbc_state *st = rbc_state_of(self);
     return st == NULL ? -1
                       : rbc_retry_set_extras(st, fl->name, RETRY(self), deadline, budget, stats);
 }
@@ -738,7 +713,7 @@ copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *mem
         return copy;
     }
     PyObject *dict;
-    if (rbc_get_optional_attr(self, cs->str_dict, &dict) < 0) {
+    if (rbc_get_optional_attr(self, st->common.str_dict, &dict) < 0) {
         Py_DECREF(copy);
         return NULL;
     }
@@ -754,7 +729,7 @@ copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *mem
         return NULL;
     }
     PyObject *target;
-    int status = rbc_get_optional_attr(copy, cs->str_dict, &target);
+    int status = rbc_get_optional_attr(copy, st->common.str_dict, &target);
     if (status > 0) {
         status = PyDict_Check(target) ? PyDict_Update(target, state) : -1;
         if (status < 0 && !PyErr_Occurred()) {
@@ -796,7 +771,7 @@ shallow_copy(PyObject *self)
 PyObject *
 rbc_retry_copy(PyObject *self, PyObject *unused)
 {
-    rbc_state *st = rbc_retry_state_of(self);
+    rbc_state *st = rbc_state_of(self);
     if (st == NULL) {
         return NULL;
     }
@@ -926,7 +901,7 @@ all_classes(PyObject *tuple)
 PyObject *
 rbc_retry_deepcopy(PyObject *self, PyObject *memo)
 {
-    rbc_state *st = rbc_retry_state_of(self);
+    rbc_state *st = rbc_state_of(self);
     if (st == NULL) {
         return NULL;
     }
@@ -1024,7 +999,7 @@ flavor_of(rbc_state *st, PyObject *self)
 PyObject *
 rbc_retry_reduce(PyObject *self, PyObject *unused)
 {
-    rbc_state *st = rbc_retry_state_of(self);
+    rbc_state *st = rbc_state_of(self);
     if (st == NULL) {
         return NULL;
     }
@@ -1035,7 +1010,7 @@ rbc_retry_reduce(PyObject *self, PyObject *unused)
     }
     PyObject *dict = NULL;
     if (Py_TYPE(self)->tp_dictoffset != 0
-        && rbc_get_optional_attr(self, cs->str_dict, &dict) < 0) {
+        && rbc_get_optional_attr(self, st->common.str_dict, &dict) < 0) {
         goto error;
     }
     if (dict != NULL) {
@@ -1049,8 +1024,8 @@ rbc_retry_reduce(PyObject *self, PyObject *unused)
         goto error;
     }
     rbc_retry_object *me = RETRY(self);
-    PyObject *retries = me->retries != NULL ? me->retries : cs->int_zero;
-    if (PyDict_SetItem(state, cs->str_backoff, me->backoff ? me->backoff : Py_None) < 0
+    PyObject *retries = me->retries != NULL ? me->retries : st->common.int_zero;
+    if (PyDict_SetItem(state, st->common.str_backoff, me->backoff ? me->backoff : Py_None) < 0
         || PyDict_SetItem(state, cs->str_retries, retries) < 0
         || (me->supported_errors != NULL && !is_default_errors(st, self)
             && PyDict_SetItem(state, cs->str_supported_errors, me->supported_errors) < 0)
@@ -1059,7 +1034,7 @@ rbc_retry_reduce(PyObject *self, PyObject *unused)
         || rbc_retry_extras_state(st, me, state) < 0) {
         goto error;
     }
-    return Py_BuildValue("O(O)N", cs->copyreg_newobj, (PyObject *)Py_TYPE(self), state);
+    return Py_BuildValue("O(O)N", st->common.copyreg_newobj, (PyObject *)Py_TYPE(self), state);
 error:
     Py_DECREF(state);
     return NULL;
@@ -1133,7 +1108,7 @@ other_fields(rbc_state *st, const rbc_retry_flavor *fl, PyObject *other, PyObjec
         return 0;
     }
     rbc_retry_core_state *cs = core_of(st);
-    PyObject *names[EQ_FIELDS - 1] = {cs->str_backoff, cs->str_retries, cs->str_supported_errors};
+    PyObject *names[EQ_FIELDS - 1] = {st->common.str_backoff, cs->str_retries, cs->str_supported_errors};
     int i = 0;
     for (; i < EQ_FIELDS - 1; i++) {
         fields[i] = PyObject_GetAttr(other, names[i]);
@@ -1268,7 +1243,7 @@ rbc_retry_richcompare(const rbc_retry_flavor *fl, PyObject *self, PyObject *othe
     if (op != Py_EQ && op != Py_NE) {
         Py_RETURN_NOTIMPLEMENTED;
     }
-    rbc_state *st = rbc_retry_state_of(self);
+    rbc_state *st = rbc_state_of(self);
     if (st == NULL) {
         return NULL;
     }
@@ -1458,7 +1433,7 @@ positive(rbc_state *st, PyObject *delay)
     if (PyLong_CheckExact(delay) && rbc_small_int_value(delay, &small)) {
         return small > 0;
     }
-    return PyObject_RichCompareBool(delay, core_of(st)->int_zero, Py_GT);
+    return PyObject_RichCompareBool(delay, st->common.int_zero, Py_GT);
 }
 
 PyObject *

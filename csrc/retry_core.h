@@ -94,13 +94,9 @@ typedef struct {
 
 /* Shared objects, in rbc_retry_state.core (module state). */
 typedef struct {
-    PyObject *str_backoff;
     PyObject *str_retries;
     PyObject *str_supported_errors;
-    PyObject *str_dict;
     PyObject *copy_deepcopy; /* copy.deepcopy */
-    PyObject *copyreg_newobj;
-    PyObject *int_zero;
     PyObject *str_is_retryable; /* "_is_retryable" */
     /* How call_with_retry tests its is_retryable argument: redis-py 8.2's
      * `is_retryable is not None` (1) or 8.0/8.1's truthiness (0).  Set
@@ -200,9 +196,6 @@ Py_hash_t rbc_retry_hash(const rbc_retry_flavor *fl, PyObject *self);
 PyObject *rbc_retry_repr(PyObject *self);
 
 /* ---- call_with_retry steps (see the top of this file) ---------------- */
-
-/* The module state of a Retry object (one load for our own types). */
-struct rbc_state *rbc_retry_state_of(PyObject *self);
 
 /* self._backoff.reset(): a direct C call for an unmodified C strategy. */
 int rbc_retry_reset_backoff(struct rbc_state *st, rbc_retry_object *self);

@@ -19,7 +19,16 @@
 #include "extras.h"
 #include "slots.h"
 
+/* Objects that more than one concern uses: created once, in module.c. */
+typedef struct {
+    PyObject *int_zero;
+    PyObject *str_backoff;    /* interned "_backoff" */
+    PyObject *str_dict;       /* interned "__dict__" */
+    PyObject *copyreg_newobj; /* copyreg.__newobj__, for __reduce__ */
+} rbc_common_state;
+
 typedef struct rbc_state {
+    rbc_common_state common;
     rbc_random_state random;
     rbc_strategies_state strategies;
     rbc_retry_state retry;
@@ -42,6 +51,21 @@ rbc_state_from_type(PyTypeObject *type)
 {
     PyObject *module = rbc_type_module_by_def(type, &rbc_module_def);
     return module == NULL ? NULL : rbc_get_state(module);
+}
+
+/* State of the module behind `self`, the instance of one of our heap types
+ * or of a subclass of one.  The common case, an instance of our own type,
+ * reads the type's module directly; a subclass searches its bases.
+ * (METH_METHOD would hand a method its defining class instead, but
+ * CPython's call specialisations skip METH_METHOD, which costs more.) */
+static inline rbc_state *
+rbc_state_of(PyObject *self)
+{
+    PyObject *module = ((PyHeapTypeObject *)Py_TYPE(self))->ht_module;
+    if (module != NULL && PyModule_GetDef(module) == &rbc_module_def) {
+        return rbc_get_state(module);
+    }
+    return rbc_state_from_type(Py_TYPE(self));
 }
 
 #endif

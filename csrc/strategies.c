@@ -207,7 +207,7 @@ py_max(PyObject *a, PyObject *b)
  * HUGE_FAILURES, else 0 (also for any other type: Python's ** is cheap
  * there, or raises by itself); -1 on error. */
 static int
-failures_magnitude(rbc_strategies_state *ss, PyObject *failures)
+failures_magnitude(rbc_state *st, PyObject *failures)
 {
     double value;
     if (PyLong_Check(failures)) {
@@ -221,14 +221,14 @@ failures_magnitude(rbc_strategies_state *ss, PyObject *failures)
         }
         value = (double)n;
     }
-    else if (PyObject_TypeCheck(failures, ss->fraction_type)) {
+    else if (PyObject_TypeCheck(failures, st->strategies.fraction_type)) {
         PyObject *as_float = PyNumber_Float(failures);
         if (as_float == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
                 return -1;
             }
             PyErr_Clear(); /* past the float range, of either sign */
-            int positive = PyObject_RichCompareBool(failures, ss->int_zero, Py_GT);
+            int positive = PyObject_RichCompareBool(failures, st->common.int_zero, Py_GT);
             return positive < 0 ? -1 : 2 * positive;
         }
         value = PyFloat_AS_DOUBLE(as_float);
@@ -318,7 +318,7 @@ generic_capped_power(rbc_state *st, PyObject *cap, PyObject *x, PyObject *failur
     if (check_failures(failures) < 0) {
         return NULL;
     }
-    int magnitude = failures_magnitude(&st->strategies, failures);
+    int magnitude = failures_magnitude(st, failures);
     if (magnitude < 0) {
         return NULL;
     }
@@ -435,7 +435,7 @@ generic_exponential(rbc_state *st, PyObject *x, PyObject *failures)
     if (check_failures(failures) < 0) {
         return NULL;
     }
-    int magnitude = failures_magnitude(&st->strategies, failures);
+    int magnitude = failures_magnitude(st, failures);
     if (magnitude < 0) {
         return NULL;
     }
@@ -525,13 +525,13 @@ generic_uniform(rbc_state *st, PyObject *a, PyObject *b)
  * floats, where Python would raise OverflowError.  Any other bound is kept
  * as it is.  New reference. */
 static PyObject *
-bound_in_float_range(rbc_strategies_state *ss, PyObject *high)
+bound_in_float_range(rbc_state *st, PyObject *high)
 {
     double value;
     if (PyLong_Check(high)) {
         value = PyLong_AsDouble(high);
     }
-    else if (PyObject_TypeCheck(high, ss->fraction_type)) {
+    else if (PyObject_TypeCheck(high, st->strategies.fraction_type)) {
         PyObject *as_float = PyNumber_Float(high);
         if (as_float != NULL) {
             Py_DECREF(as_float);
@@ -549,7 +549,7 @@ bound_in_float_range(rbc_strategies_state *ss, PyObject *high)
         return NULL;
     }
     PyErr_Clear();
-    int positive = PyObject_RichCompareBool(high, ss->int_zero, Py_GT);
+    int positive = PyObject_RichCompareBool(high, st->common.int_zero, Py_GT);
     if (positive < 0) {
         return NULL;
     }
@@ -619,7 +619,7 @@ compute_full_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fail
     double high;
     int chosen_cap;
     if (capped_scaled_double(&st->strategies, cap, base, failures, &high, &chosen_cap)) {
-        return uniform_from_doubles(st, st->strategies.int_zero, 0.0,
+        return uniform_from_doubles(st, st->common.int_zero, 0.0,
                                     chosen_cap ? cap : NULL, high);
     }
     PyObject *exact_high = generic_capped_exponential(st, cap, base, failures);
@@ -630,12 +630,12 @@ compute_full_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fail
      * random.uniform raise OverflowError: the formula's value instead. */
     PyObject *high_obj = st->strategies.ldexp_rule
                              ? Py_NewRef(exact_high)
-                             : bound_in_float_range(&st->strategies, exact_high);
+                             : bound_in_float_range(st, exact_high);
     Py_DECREF(exact_high);
     if (high_obj == NULL) {
         return NULL;
     }
-    PyObject *result = generic_uniform(st, st->strategies.int_zero, high_obj);
+    PyObject *result = generic_uniform(st, st->common.int_zero, high_obj);
     Py_DECREF(high_obj);
     return result;
 }
@@ -658,7 +658,7 @@ half_in_float_range(rbc_state *st, PyObject *high)
             return NULL;
         }
         PyErr_Clear();
-        PyObject *bound = bound_in_float_range(ss, high);
+        PyObject *bound = bound_in_float_range(st, high);
         if (bound == NULL) {
             return NULL;
         }
@@ -666,7 +666,7 @@ half_in_float_range(rbc_state *st, PyObject *high)
         Py_DECREF(bound);
         return half;
     }
-    PyObject *result = bound_in_float_range(ss, half);
+    PyObject *result = bound_in_float_range(st, half);
     Py_DECREF(half);
     return result;
 }
@@ -701,7 +701,7 @@ compute_equal_jitter(rbc_state *st, PyObject *cap, PyObject *base, PyObject *fai
         return NULL;
     }
     PyObject *result = NULL;
-    PyObject *jitter_obj = generic_uniform(st, st->strategies.int_zero, temp_obj);
+    PyObject *jitter_obj = generic_uniform(st, st->common.int_zero, temp_obj);
     if (jitter_obj != NULL) {
         result = PyNumber_Add(temp_obj, jitter_obj);
         Py_DECREF(jitter_obj);
@@ -845,7 +845,7 @@ void
 rbc_strategy_reset(rbc_state *st, PyObject *backoff, int kind)
 {
     if (kind == RBC_DECORRELATED_JITTER) {
-        Py_SETREF(DECORRELATED(backoff)->previous, Py_NewRef(st->strategies.int_zero));
+        Py_SETREF(DECORRELATED(backoff)->previous, Py_NewRef(st->common.int_zero));
     }
 }
 
@@ -902,20 +902,6 @@ compute_argument(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     return rbc_bind_args("compute", names, 1, args, nargs, kwnames, failures);
 }
 
-/* The module state of a strategy object: its type's module for our own
- * types (one load), the MRO walk for Python subclasses.  METH_METHOD would
- * hand us the defining class instead, but CPython's call specialisations
- * skip METH_METHOD, which costs more than this. */
-static inline rbc_state *
-fast_state_of(PyObject *self)
-{
-    PyObject *module = ((PyHeapTypeObject *)Py_TYPE(self))->ht_module;
-    if (module != NULL && PyModule_GetDef(module) == &rbc_module_def) {
-        return (rbc_state *)PyModule_GetState(module);
-    }
-    return rbc_state_from_type(Py_TYPE(self));
-}
-
 #define COMPUTE_METHOD(NAME, CALL)                                   \
     static PyObject *                                                \
     NAME(PyObject *self, PyObject *const *args, Py_ssize_t nargs,    \
@@ -925,7 +911,7 @@ fast_state_of(PyObject *self)
         if (compute_argument(args, nargs, kwnames, &failures) < 0) { \
             return NULL;                                             \
         }                                                            \
-        rbc_state *st = fast_state_of(self);                         \
+        rbc_state *st = rbc_state_of(self);                         \
         if (st == NULL) {                                            \
             return NULL;                                             \
         }                                                            \
@@ -956,12 +942,6 @@ decorrelated_reset(PyObject *self, PyObject *unused)
 /* ---------------------------------------------------------------------- */
 /* Construction                                                            */
 
-static rbc_state *
-state_of(PyObject *self)
-{
-    return rbc_state_from_type(Py_TYPE(self));
-}
-
 /* Object with every field at redis-py's default, so that even an object
  * made by __new__ alone (as copy and pickle do) is valid. */
 static PyObject *
@@ -977,13 +957,13 @@ strategy_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     if (PyObject_TypeCheck(self, ss->types[RBC_CONSTANT])) {
-        CONSTANT(self)->backoff = Py_NewRef(ss->int_zero);
+        CONSTANT(self)->backoff = Py_NewRef(st->common.int_zero);
         return self;
     }
     CAPPED(self)->cap = Py_NewRef(ss->default_cap);
     CAPPED(self)->base = Py_NewRef(ss->default_base);
     if (PyObject_TypeCheck(self, ss->types[RBC_DECORRELATED_JITTER])) {
-        DECORRELATED(self)->previous = Py_NewRef(ss->int_zero);
+        DECORRELATED(self)->previous = Py_NewRef(st->common.int_zero);
     }
     return self;
 }
@@ -1018,7 +998,7 @@ capped_init(PyObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO:__init__", kwlist, &cap, &base)) {
         return -1;
     }
-    rbc_state *st = state_of(self);
+    rbc_state *st = rbc_state_of(self);
     if (st == NULL) {
         return -1;
     }
@@ -1028,7 +1008,7 @@ capped_init(PyObject *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     if (PyObject_TypeCheck(self, st->strategies.types[RBC_DECORRELATED_JITTER])) {
-        Py_SETREF(DECORRELATED(self)->previous, Py_NewRef(st->strategies.int_zero));
+        Py_SETREF(DECORRELATED(self)->previous, Py_NewRef(st->common.int_zero));
     }
     return 0;
 }
@@ -1067,8 +1047,9 @@ no_backoff_init(PyObject *self, PyObject *args, PyObject *kwds)
  * checks that a subclass needs.  The types have no __dict__ or weakref
  * slot, and their tp_free is PyObject_GC_Del. */
 static PyObject *
-strategy_alloc_exact(rbc_strategies_state *ss, PyTypeObject *type, PyObject *const *values)
+strategy_alloc_exact(rbc_state *st, PyTypeObject *type, PyObject *const *values)
 {
+    rbc_strategies_state *ss = &st->strategies;
     PyObject *self = PyObject_GC_New(PyObject, type); /* a heap type: it takes a reference */
     if (self == NULL) {
         return NULL;
@@ -1077,13 +1058,13 @@ strategy_alloc_exact(rbc_strategies_state *ss, PyTypeObject *type, PyObject *con
         CONSTANT(self)->backoff = Py_NewRef(values[0]);
     }
     else if (type == ss->types[RBC_NO_BACKOFF]) {
-        CONSTANT(self)->backoff = Py_NewRef(ss->int_zero);
+        CONSTANT(self)->backoff = Py_NewRef(st->common.int_zero);
     }
     else {
         CAPPED(self)->cap = Py_NewRef(values[0]);
         CAPPED(self)->base = Py_NewRef(values[1]);
         if (type == ss->types[RBC_DECORRELATED_JITTER]) {
-            DECORRELATED(self)->previous = Py_NewRef(ss->int_zero);
+            DECORRELATED(self)->previous = Py_NewRef(st->common.int_zero);
         }
     }
     PyObject_GC_Track(self);
@@ -1129,7 +1110,7 @@ strategy_vectorcall(PyObject *type_obj, PyObject *const *args, size_t nargsf,
             }
         }
     }
-    return strategy_alloc_exact(ss, type, values);
+    return strategy_alloc_exact(st, type, values);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1404,7 +1385,7 @@ strategy_richcompare(PyObject *self, PyObject *other, int op, int kind)
     if (op != Py_EQ && op != Py_NE) {
         Py_RETURN_NOTIMPLEMENTED;
     }
-    rbc_state *st = state_of(self);
+    rbc_state *st = rbc_state_of(self);
     if (st == NULL) {
         return NULL;
     }
@@ -1417,7 +1398,7 @@ strategy_richcompare(PyObject *self, PyObject *other, int op, int kind)
     }
     PyObject *result;
     if (kind == RBC_CONSTANT) {
-        PyObject *names[1] = {st->strategies.str_backoff};
+        PyObject *names[1] = {st->common.str_backoff};
         result = compare_fields(st, self, other, kind, names, 1);
     }
     else {
@@ -1449,7 +1430,7 @@ RICHCOMPARE(exponential_with_jitter_richcompare, RBC_EXPONENTIAL_WITH_JITTER)
 static PyObject *
 constant_repr(PyObject *self)
 {
-    rbc_state *st = state_of(self);
+    rbc_state *st = rbc_state_of(self);
     if (st == NULL) {
         return NULL;
     }
@@ -1485,7 +1466,7 @@ capped_repr(PyObject *self)
 static PyObject *
 strategy_reduce(PyObject *self, PyObject *unused)
 {
-    rbc_state *st = state_of(self);
+    rbc_state *st = rbc_state_of(self);
     if (st == NULL) {
         return NULL;
     }
@@ -1495,7 +1476,7 @@ strategy_reduce(PyObject *self, PyObject *unused)
         return NULL;
     }
     PyObject *instance_dict;
-    if (rbc_get_optional_attr(self, ss->str_dict, &instance_dict) < 0) {
+    if (rbc_get_optional_attr(self, st->common.str_dict, &instance_dict) < 0) {
         goto error;
     }
     if (instance_dict != NULL) {
@@ -1509,7 +1490,7 @@ strategy_reduce(PyObject *self, PyObject *unused)
         goto error;
     }
     if (PyObject_TypeCheck(self, ss->types[RBC_CONSTANT])) {
-        if (PyDict_SetItem(state, ss->str_backoff, CONSTANT(self)->backoff) < 0) {
+        if (PyDict_SetItem(state, st->common.str_backoff, CONSTANT(self)->backoff) < 0) {
             goto error;
         }
     }
@@ -1525,7 +1506,7 @@ strategy_reduce(PyObject *self, PyObject *unused)
             goto error;
         }
     }
-    return Py_BuildValue("O(O)N", ss->copyreg_newobj, (PyObject *)Py_TYPE(self), state);
+    return Py_BuildValue("O(O)N", st->common.copyreg_newobj, (PyObject *)Py_TYPE(self), state);
 error:
     Py_DECREF(state);
     return NULL;
@@ -1722,12 +1703,6 @@ import_redis_classes(rbc_strategies_state *ss)
 static int
 init_constants(rbc_strategies_state *ss)
 {
-    PyObject *copyreg = PyImport_ImportModule("copyreg");
-    if (copyreg == NULL) {
-        return -1;
-    }
-    ss->copyreg_newobj = PyObject_GetAttrString(copyreg, "__newobj__");
-    Py_DECREF(copyreg);
     PyObject *fractions = PyImport_ImportModule("fractions");
     if (fractions == NULL) {
         return -1;
@@ -1744,19 +1719,16 @@ init_constants(rbc_strategies_state *ss)
     }
     ss->default_cap = PyFloat_FromDouble(0.512);
     ss->default_base = PyFloat_FromDouble(0.008);
-    ss->int_zero = PyLong_FromLong(0);
     ss->int_two = PyLong_FromLong(2);
     ss->int_three = PyLong_FromLong(3);
     ss->str_cap = PyUnicode_InternFromString("_cap");
     ss->str_base = PyUnicode_InternFromString("_base");
-    ss->str_backoff = PyUnicode_InternFromString("_backoff");
     ss->str_previous_backoff = PyUnicode_InternFromString("_previous_backoff");
-    ss->str_dict = PyUnicode_InternFromString("__dict__");
     ss->str_compute = PyUnicode_InternFromString("compute");
     ss->str_reset = PyUnicode_InternFromString("reset");
-    if (!ss->copyreg_newobj || !ss->default_cap || !ss->default_base || !ss->int_zero
+    if (!ss->default_cap || !ss->default_base
         || !ss->int_two || !ss->int_three || !ss->str_cap || !ss->str_base
-        || !ss->str_backoff || !ss->str_previous_backoff || !ss->str_dict
+        || !ss->str_previous_backoff
         || !ss->str_compute || !ss->str_reset) {
         return -1;
     }
@@ -1881,7 +1853,6 @@ rbc_strategies_traverse(rbc_strategies_state *ss, visitproc visit, void *arg)
         Py_VISIT(ss->genuine_reset[kind]);
     }
     Py_VISIT(ss->abstract_backoff);
-    Py_VISIT(ss->copyreg_newobj);
     Py_VISIT(ss->fraction_type);
     return 0;
 }
@@ -1896,18 +1867,14 @@ rbc_strategies_clear(rbc_strategies_state *ss)
         Py_CLEAR(ss->genuine_reset[kind]);
     }
     Py_CLEAR(ss->abstract_backoff);
-    Py_CLEAR(ss->copyreg_newobj);
     Py_CLEAR(ss->fraction_type);
     Py_CLEAR(ss->default_cap);
     Py_CLEAR(ss->default_base);
-    Py_CLEAR(ss->int_zero);
     Py_CLEAR(ss->int_two);
     Py_CLEAR(ss->int_three);
     Py_CLEAR(ss->str_cap);
     Py_CLEAR(ss->str_base);
-    Py_CLEAR(ss->str_backoff);
     Py_CLEAR(ss->str_previous_backoff);
-    Py_CLEAR(ss->str_dict);
     Py_CLEAR(ss->str_compute);
     Py_CLEAR(ss->str_reset);
 }

@@ -23,16 +23,12 @@ typedef struct {
     PyObject *abstract_backoff; /* redis.backoff.AbstractBackoff */
     PyObject *default_cap;      /* 0.512 */
     PyObject *default_base;     /* 0.008 */
-    PyObject *int_zero;
     PyObject *int_two;
     PyObject *int_three;
-    PyObject *copyreg_newobj;    /* copyreg.__newobj__, for __reduce__ */
     PyTypeObject *fraction_type; /* fractions.Fraction */
     PyObject *str_cap;           /* interned "_cap", "_base", ... */
     PyObject *str_base;
-    PyObject *str_backoff;
     PyObject *str_previous_backoff;
-    PyObject *str_dict;
     /* 1 when the installed redis.backoff has _exponential (redis-py 8.2):
      * the exponential strategies then follow math.ldexp, else
      * base * 2**failures.  Set once, when the module is executed. */
