@@ -83,9 +83,11 @@ def main(paths):
         + ", ".join(f"{v}: {ASYNC_TARGET.get(v, 1.25)}x" for v, _ in runs)
     )
     meta = runs[0][1]["meta"]
+    # redis-py 8.2 needs Python 3.11+, so the versions may differ per column.
+    redis_versions = ", ".join(f"{v}: {d['meta']['packages'].get('redis')}" for v, d in runs)
     print(
         f"machine: {meta['cpu']} ({meta['cpu_count']} CPUs), {meta['platform']}; "
-        f"redis {meta['packages'].get('redis')}; profile {meta['settings']['profile']}, "
+        f"redis-py {redis_versions}; profile {meta['settings']['profile']}, "
         f"clock {meta['settings']['clock']}"
     )
 

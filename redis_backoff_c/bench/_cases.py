@@ -47,7 +47,8 @@ JITTERED = (
 )
 ARGS = {"ConstantBackoff": (0.5,)}  # the others are built with their defaults
 
-# The project's performance targets (DESIGN.md, "Performance targets").
+# The project's performance targets (the README's Performance section
+# prints them with each row's verdict).
 # Rows at the interpreter's floor are judged against the floor, not
 # redis-py: ExponentialBackoff.compute (default source) and the jittered
 # ones with the fast source must be within FLOOR_TARGET of a builtin method
@@ -263,7 +264,7 @@ def compute_cases():
 
 
 def _floor_side():
-    # The floor DESIGN.md's targets were set against: a bound builtin
+    # The floor the compute targets are set against: a bound builtin
     # method call.  Other builtins move it both ways (callgrind, 3.12: the
     # one-argument ().count(3) is about 30% cheaper, math.fabs(3), which
     # also returns a new float, about 10% dearer than compute(3)).
