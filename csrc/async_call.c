@@ -452,21 +452,6 @@ refuse_reentry(call_object *self)
     return 0;
 }
 
-/* self._backoff.reset(): nothing to do for an unmodified C strategy other
- * than DecorrelatedJitterBackoff (as retry.c's reset_backoff); the core
- * handles the rest. */
-static inline int
-reset_backoff(rbc_state *st, rbc_retry_object *retry)
-{
-    if (retry->backoff != NULL) {
-        int kind = rbc_genuine_strategy_kind(&st->strategies, retry->backoff);
-        if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
-            return 0;
-        }
-    }
-    return rbc_retry_reset_backoff(st, retry);
-}
-
 /* The first send: reset() and the first `await do()`. */
 static PySendResult
 start(call_object *self, PyObject *arg, PyObject **value)
@@ -475,7 +460,7 @@ start(call_object *self, PyObject *arg, PyObject **value)
         PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started coroutine");
         return PYGEN_ERROR;
     }
-    if (reset_backoff(call_state(self), (rbc_retry_object *)self->retry) < 0) {
+    if (rbc_retry_reset_backoff(call_state(self), (rbc_retry_object *)self->retry) < 0) {
         finish(self);
         return PYGEN_ERROR;
     }

@@ -743,24 +743,12 @@ rbc_retry_set_extras(rbc_state *st, const char *owner, rbc_retry_object *self,
 
 /* ---- attributes ---- */
 
-#define RETRY(op) ((rbc_retry_object *)(op))
-
 static PyObject *
 extra_or_none(PyObject *self, size_t offset)
 {
     rbc_retry_extras *extras = RETRY(self)->extras;
     PyObject *value = extras == NULL ? NULL : *(PyObject **)((char *)extras + offset);
     return Py_NewRef(value != NULL ? value : Py_None);
-}
-
-static int
-refuse_delete(PyObject *value, const char *name)
-{
-    if (value == NULL) {
-        PyErr_Format(PyExc_AttributeError, "cannot delete attribute '%s'", name);
-        return -1;
-    }
-    return 0;
 }
 
 PyObject *
@@ -772,7 +760,7 @@ rbc_retry_deadline_get(PyObject *self, void *closure)
 int
 rbc_retry_deadline_set(PyObject *self, PyObject *value, void *closure)
 {
-    if (refuse_delete(value, "deadline") < 0) {
+    if (rbc_refuse_delete(value, "deadline") < 0) {
         return -1;
     }
     return store_deadline("Retry.deadline", "value", RETRY(self), value);
@@ -788,7 +776,7 @@ int
 rbc_retry_budget_set(PyObject *self, PyObject *value, void *closure)
 {
     rbc_state *st = rbc_state_of(self);
-    if (st == NULL || refuse_delete(value, "budget") < 0) {
+    if (st == NULL || rbc_refuse_delete(value, "budget") < 0) {
         return -1;
     }
     return store_shared("Retry.budget", "value", RETRY(self), value, st->extras.Budget_type,
@@ -805,7 +793,7 @@ int
 rbc_retry_stats_set(PyObject *self, PyObject *value, void *closure)
 {
     rbc_state *st = rbc_state_of(self);
-    if (st == NULL || refuse_delete(value, "stats") < 0) {
+    if (st == NULL || rbc_refuse_delete(value, "stats") < 0) {
         return -1;
     }
     return store_shared("Retry.stats", "value", RETRY(self), value, st->extras.Stats_type,

@@ -68,4 +68,9 @@ rbc_state_of(PyObject *self)
     return rbc_state_from_type(Py_TYPE(self));
 }
 
+/* The concerns' inline helpers that read rbc_state whole: their headers,
+ * included above before rbc_state was complete, define them now. */
+#define RBC_STATE_DEFINED 1
+#include "retry_core.h"
+
 #endif
