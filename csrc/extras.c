@@ -379,27 +379,28 @@ stats_snapshot(PyObject *self, PyObject *unused)
     unsigned long long counts[RBC_STAT_COUNT];
     double slept;
     stats_read(STATS(self), counts, &slept);
+    PyObject *value = NULL;
     PyObject *dict = PyDict_New();
     if (dict == NULL) {
         return NULL;
     }
     for (int i = 0; i < RBC_STAT_COUNT; i++) {
-        PyObject *value = PyLong_FromUnsignedLongLong(counts[i]);
+        value = PyLong_FromUnsignedLongLong(counts[i]);
         if (value == NULL || PyDict_SetItem(dict, es->stat_names[i], value) < 0) {
-            Py_XDECREF(value);
-            Py_DECREF(dict);
-            return NULL;
+            goto error;
         }
-        Py_DECREF(value);
+        Py_CLEAR(value);
     }
-    PyObject *value = PyFloat_FromDouble(slept);
+    value = PyFloat_FromDouble(slept);
     if (value == NULL || PyDict_SetItem(dict, es->str_slept_seconds, value) < 0) {
-        Py_XDECREF(value);
-        Py_DECREF(dict);
-        return NULL;
+        goto error;
     }
     Py_DECREF(value);
     return dict;
+error:
+    Py_XDECREF(value);
+    Py_DECREF(dict);
+    return NULL;
 }
 
 static PyObject *

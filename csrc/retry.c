@@ -107,31 +107,33 @@ handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyOb
     if (count == NULL) {
         return -1;
     }
+    PyObject *delay = NULL;
+    int status = -1;
     PyObject *result = rbc_retry_call_fail(call->fail, error, count, call->with_failure_count);
     if (result == NULL) {
-        Py_DECREF(count);
-        return -1;
+        goto done;
     }
     Py_DECREF(result);
     if (rbc_retry_exhausted(self, *failures)) {
-        Py_DECREF(count);
-        return 0;
+        status = 0;
+        goto done;
     }
     int should_sleep;
-    PyObject *delay = rbc_retry_next_delay(st, self, count, &should_sleep);
-    Py_DECREF(count);
+    delay = rbc_retry_next_delay(st, self, count, &should_sleep);
     if (delay == NULL) {
-        return -1;
+        goto done;
     }
-    int status = should_sleep ? rbc_retry_before_sleep(self, &call->extras, delay) : 1;
+    status = should_sleep ? rbc_retry_before_sleep(self, &call->extras, delay) : 1;
     if (status > 0 && should_sleep) {
         status = sleep_for(&st->retry, delay) < 0 ? -1 : 1;
     }
-    Py_DECREF(delay);
-    if (status <= 0) {
-        return status; /* 0: the deadline is too near to sleep */
+    if (status > 0) { /* 0: the deadline is too near to sleep */
+        status = rbc_retry_before_retry(self, &call->extras);
     }
-    return rbc_retry_before_retry(self, &call->extras);
+done:
+    Py_DECREF(count);
+    Py_XDECREF(delay);
+    return status;
 }
 
 static int

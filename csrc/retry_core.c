@@ -725,16 +725,14 @@ copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *mem
 {
     rbc_retry_core_state *cs = core_of(st);
     if (rbc_slots_copy(&st->slots, self, copy, memo) < 0) {
-        Py_DECREF(copy);
-        return NULL;
+        goto error;
     }
     if (Py_TYPE(self)->tp_dictoffset == 0) {
         return copy;
     }
     PyObject *dict;
     if (rbc_get_optional_attr(self, st->common.str_dict, &dict) < 0) {
-        Py_DECREF(copy);
-        return NULL;
+        goto error;
     }
     if (dict == NULL) {
         return copy;
@@ -744,8 +742,7 @@ copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *mem
                           : PyObject_CallFunctionObjArgs(cs->copy_deepcopy, dict, memo, NULL);
     Py_DECREF(dict);
     if (state == NULL) {
-        Py_DECREF(copy);
-        return NULL;
+        goto error;
     }
     PyObject *target;
     int status = rbc_get_optional_attr(copy, st->common.str_dict, &target);
@@ -758,10 +755,12 @@ copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *mem
     }
     Py_DECREF(state);
     if (status < 0) {
-        Py_DECREF(copy);
-        return NULL;
+        goto error;
     }
     return copy;
+error:
+    Py_DECREF(copy);
+    return NULL;
 }
 
 /* A new object of self's type sharing self's fields. */
@@ -949,29 +948,25 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
         int status = key == NULL ? -1 : PyDict_SetItem(memo, key, copy);
         Py_XDECREF(key);
         if (status < 0) {
-            Py_DECREF(copy);
-            return NULL;
+            goto error;
         }
     }
     PyObject *backoff = deepcopy_field(st, c->backoff, memo);
     if (backoff == NULL) {
-        Py_DECREF(copy);
-        return NULL;
+        goto error;
     }
     Py_SETREF(c->backoff, backoff);
     if (!PyLong_CheckExact(c->retries) && !PyBool_Check(c->retries)) {
         PyObject *retries = deepcopy_field(st, c->retries, memo);
         if (retries == NULL) {
-            Py_DECREF(copy);
-            return NULL;
+            goto error;
         }
         Py_SETREF(c->retries, retries);
     }
     if (!all_classes(c->supported_errors)) {
         PyObject *errors = deepcopy_field(st, c->supported_errors, memo);
         if (errors == NULL) {
-            Py_DECREF(copy);
-            return NULL;
+            goto error;
         }
         set_errors(c, errors);
     }
@@ -980,12 +975,15 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
          * a bound method or callable object is copied. */
         PyObject *checker = deepcopy_field(st, c->is_retryable, memo);
         if (checker == NULL) {
-            Py_DECREF(copy);
-            return NULL;
+            goto error;
         }
         Py_SETREF(c->is_retryable, checker);
     }
+    /* copy_subclass_state consumes copy, on error too. */
     return copy_subclass_state(self, copy, st, memo != NULL ? memo : Py_None);
+error:
+    Py_DECREF(copy);
+    return NULL;
 }
 
 static const rbc_retry_flavor *flavor_of(rbc_state *st, PyObject *self);
