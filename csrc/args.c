@@ -68,3 +68,13 @@ rbc_check_real(const char *owner, const char *name, PyObject *value)
                  owner, name, Py_TYPE(value)->tp_name);
     return -1;
 }
+
+int
+rbc_refuse_delete(PyObject *value, const char *name)
+{
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "cannot delete attribute '%s'", name);
+        return -1;
+    }
+    return 0;
+}

@@ -21,4 +21,8 @@ int rbc_is_real_number(PyObject *obj);
  * when `value` is not one; returns 0 or -1. */
 int rbc_check_real(const char *owner, const char *name, PyObject *value);
 
+/* A getset setter's `value` NULL (del obj.attr): AttributeError "cannot
+ * delete attribute '<name>'" and -1; else 0. */
+int rbc_refuse_delete(PyObject *value, const char *name);
+
 #endif

@@ -345,43 +345,48 @@ after_fail(call_object *self, rbc_state *st, PyObject **value)
     rbc_retry_object *retry = (rbc_retry_object *)self->retry;
     PyObject *error = self->error;
     PyObject *previous = rbc_exc_begin_handling(error);
+    PyObject *delay = NULL;
     if (rbc_retry_exhausted(retry, self->failures)) {
-        rbc_exc_end_handling(previous);
-        self->error = NULL;
-        return raise_error(self, error); /* `raise error`: the same object */
+        goto raise; /* `raise error`: the same object */
     }
-    PySendResult outcome;
     PyObject *count = PyLong_FromLongLong(self->failures);
+    if (count == NULL) {
+        goto error;
+    }
     int should_sleep = 0;
-    PyObject *delay = count == NULL ? NULL
-                                    : rbc_retry_next_delay(st, retry, count, &should_sleep);
-    Py_XDECREF(count);
-    int allowed = delay == NULL || !should_sleep
-                      ? 1
-                      : rbc_retry_before_sleep(retry, &self->extras, delay);
-    if (delay == NULL || allowed < 0) {
-        Py_XDECREF(delay);
-        outcome = PYGEN_ERROR;
+    delay = rbc_retry_next_delay(st, retry, count, &should_sleep);
+    Py_DECREF(count);
+    if (delay == NULL) {
+        goto error;
     }
-    else if (allowed == 0) { /* the sleep would reach the deadline */
-        Py_DECREF(delay);
-        rbc_exc_end_handling(previous);
-        self->error = NULL;
-        return raise_error(self, error);
-    }
-    else if (should_sleep) {
-        outcome = enter_sleep(self, st, delay, value);
-    }
-    else {
+    if (!should_sleep) {
         Py_DECREF(delay);
         rbc_exc_end_handling(previous);
         return retry_do(self, value);
     }
+    int allowed = rbc_retry_before_sleep(retry, &self->extras, delay);
+    if (allowed < 0) {
+        goto error;
+    }
+    if (allowed == 0) {
+        goto raise; /* the sleep would reach the deadline */
+    }
+    PySendResult outcome = enter_sleep(self, st, delay, value); /* consumes delay */
     rbc_exc_end_handling(previous);
     if (outcome == PYGEN_ERROR) {
         finish(self);
     }
     return outcome;
+raise:
+    Py_XDECREF(delay);
+    rbc_exc_end_handling(previous);
+    self->error = NULL;
+    return raise_error(self, error);
+error:
+    Py_XDECREF(delay);
+    rbc_exc_end_handling(previous);
+    finish(self);
+    return PYGEN_ERROR;
 }
 
 /* The awaited object stopped with `outcome` (its result in *value, or the
@@ -452,21 +457,6 @@ refuse_reentry(call_object *self)
     return 0;
 }
 
-/* self._backoff.reset(): nothing to do for an unmodified C strategy other
- * than DecorrelatedJitterBackoff (as retry.c's reset_backoff); the core
- * handles the rest. */
-static inline int
-reset_backoff(rbc_state *st, rbc_retry_object *retry)
-{
-    if (retry->backoff != NULL) {
-        int kind = rbc_genuine_strategy_kind(&st->strategies, retry->backoff);
-        if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
-            return 0;
-        }
-    }
-    return rbc_retry_reset_backoff(st, retry);
-}
-
 /* The first send: reset() and the first `await do()`. */
 static PySendResult
 start(call_object *self, PyObject *arg, PyObject **value)
@@ -475,7 +465,7 @@ start(call_object *self, PyObject *arg, PyObject **value)
         PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started coroutine");
         return PYGEN_ERROR;
     }
-    if (reset_backoff(call_state(self), (rbc_retry_object *)self->retry) < 0) {
+    if (rbc_retry_reset_backoff(call_state(self), (rbc_retry_object *)self->retry) < 0) {
         finish(self);
         return PYGEN_ERROR;
     }

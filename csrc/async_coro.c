@@ -8,7 +8,7 @@
 static rbc_retry_object *
 async_retry_arg(rbc_state *st, PyObject *retry, const char *func)
 {
-    PyTypeObject *type = st->async.AsyncRetry_type;
+    PyTypeObject *type = st->async.flavor.type;
     if (type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "redis_backoff_c was cleared");
         return NULL;
@@ -21,17 +21,6 @@ async_retry_arg(rbc_state *st, PyObject *retry, const char *func)
     return (rbc_retry_object *)retry;
 }
 
-static int
-check_callable(PyObject *obj, const char *name)
-{
-    if (Py_TYPE(obj)->tp_call != NULL) { /* PyCallable_Check, inline */
-        return 0;
-    }
-    PyErr_Format(PyExc_TypeError, "call_with_retry() argument '%s' must be callable, not %.200s",
-                 name, Py_TYPE(obj)->tp_name);
-    return -1;
-}
-
 PyObject *
 rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -41,8 +30,8 @@ rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     rbc_state *st = rbc_get_state(module);
     rbc_retry_object *retry = async_retry_arg(st, args[0], "_async_begin");
-    if (retry == NULL || check_callable(args[1], "do") < 0
-        || check_callable(args[2], "fail") < 0) {
+    if (retry == NULL || rbc_retry_check_callable(args[1], "do") < 0
+        || rbc_retry_check_callable(args[2], "fail") < 0) {
         return NULL;
     }
     if (retry->extras != NULL) {
@@ -51,14 +40,7 @@ rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
          * the backoff, as this one would have. */
         return rbc_async_call_new(st, args[0], args[1], args[2], args[3], args[4]);
     }
-    /* Nothing to do for an unmodified C strategy other than
-     * DecorrelatedJitterBackoff: the usual case costs one type compare. */
-    if (retry->backoff != NULL) {
-        int kind = rbc_genuine_strategy_kind(&st->strategies, retry->backoff);
-        if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
-            Py_RETURN_NONE;
-        }
-    }
+    /* The usual case (an unmodified C strategy) costs one type compare. */
     if (rbc_retry_reset_backoff(st, retry) < 0) {
         return NULL;
     }

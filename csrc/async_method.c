@@ -84,7 +84,7 @@ call_with_self_keyword(rbc_async_method *m, PyObject *const *args, PyObject *kwn
         if (rest == NULL) {
             PyErr_NoMemory();
         }
-        goto error;
+        goto done;
     }
     for (Py_ssize_t i = 0, j = 0; i < nkw; i++) {
         if (i != at) {
@@ -93,7 +93,7 @@ call_with_self_keyword(rbc_async_method *m, PyObject *const *args, PyObject *kwn
         }
     }
     result = m->impl(m->context, self, rest, 0, nkw > 1 ? rest_names : NULL);
-error:
+done:
     Py_XDECREF(rest_names);
     PyMem_Free(rest);
     return result;

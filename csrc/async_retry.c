@@ -24,19 +24,6 @@ async_state_of(PyObject *self)
 /* ---------------------------------------------------------------------- */
 /* call_with_retry                                                         */
 
-static const char *const call_names[] = {"do", "fail", "is_retryable", "with_failure_count"};
-
-static int
-check_callable(PyObject *obj, const char *name)
-{
-    if (Py_TYPE(obj)->tp_call != NULL) { /* PyCallable_Check, inline */
-        return 0;
-    }
-    PyErr_Format(PyExc_TypeError, "call_with_retry() argument '%s' must be callable, not %.200s",
-                 name, Py_TYPE(obj)->tp_name);
-    return -1;
-}
-
 /* Binds the arguments and returns the awaitable; nothing runs before it
  * is awaited, as with redis-py's coroutine.  `context` is the module state
  * (see install_call_with_retry); `self` is an asyncio Retry, which the
@@ -47,21 +34,14 @@ call_with_retry(void *context, PyObject *self, PyObject *const *args, Py_ssize_t
 {
     rbc_state *st = (rbc_state *)context;
     if (kwnames == NULL && nargs == 2) { /* call_with_retry(do, fail), the usual call */
-        if (check_callable(args[0], "do") < 0 || check_callable(args[1], "fail") < 0) {
+        if (rbc_retry_check_callable(args[0], "do") < 0
+            || rbc_retry_check_callable(args[1], "fail") < 0) {
             return NULL;
         }
         return rbc_async_call_new(st, self, args[0], args[1], Py_None, Py_False);
     }
-    PyObject *values[4] = {NULL, NULL, Py_None, Py_False};
-    if (kwnames == NULL && nargs >= 2 && nargs <= 4) {
-        for (Py_ssize_t i = 0; i < nargs; i++) {
-            values[i] = args[i];
-        }
-    }
-    else if (rbc_bind_args("call_with_retry", call_names, 4, args, nargs, kwnames, values) < 0) {
-        return NULL;
-    }
-    if (check_callable(values[0], "do") < 0 || check_callable(values[1], "fail") < 0) {
+    PyObject *values[4];
+    if (rbc_retry_bind_call(args, nargs, kwnames, values) < 0) {
         return NULL;
     }
     return rbc_async_call_new(st, self, values[0], values[1], values[2], values[3]);
@@ -115,22 +95,6 @@ async_retry_init(PyObject *self, PyObject *args, PyObject *kwds)
     return as == NULL ? -1 : rbc_retry_init_args(&as->flavor, self, args, kwds);
 }
 
-/* Vectorcall of the exact type; a subclass (whose __init__ may differ)
- * goes through tp_new and tp_init. */
-static PyObject *
-async_retry_type_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
-                            PyObject *kwnames)
-{
-    PyObject *module = ((PyHeapTypeObject *)type)->ht_module;
-    rbc_state *st = module != NULL && PyModule_GetDef(module) == &rbc_module_def
-                        ? (rbc_state *)PyModule_GetState(module)
-                        : NULL;
-    if (st != NULL && (PyTypeObject *)type == st->async.AsyncRetry_type) {
-        return rbc_retry_vectorcall(&st->async.flavor, type, args, nargsf, kwnames);
-    }
-    return rbc_retry_type_call_slots(type, args, nargsf, kwnames);
-}
-
 static PyObject *
 async_retry_richcompare(PyObject *self, PyObject *other, int op)
 {
@@ -164,26 +128,17 @@ static PyType_Slot async_retry_slots[] = {
                         "`stats` (RetryStats) counts."},
     {Py_tp_new, async_retry_new},
     {Py_tp_init, async_retry_init},
-    {Py_tp_repr, rbc_retry_repr},
     {Py_tp_hash, async_retry_hash},
     {Py_tp_richcompare, async_retry_richcompare},
     {Py_tp_methods, async_retry_methods},
-    {Py_tp_getset, rbc_retry_getset},
-    {Py_tp_members, rbc_retry_members},
-    {Py_tp_traverse, rbc_retry_obj_traverse},
-    {Py_tp_clear, rbc_retry_obj_clear},
-    {Py_tp_dealloc, rbc_retry_obj_dealloc},
+    RBC_RETRY_COMMON_SLOTS,
     {0, NULL},
 };
 /* clang-format on */
 
-static PyType_Spec async_retry_spec = {
-    .name = "redis_backoff_c.asyncio.retry.Retry",
-    .basicsize = sizeof(rbc_retry_object),
-    .itemsize = 0,
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = async_retry_slots,
-};
+/* Called through rbc_retry_type_vectorcall (retry_core.h). */
+static PyType_Spec async_retry_spec = RBC_RETRY_SPEC("redis_backoff_c.asyncio.retry.Retry",
+                                                     async_retry_slots);
 
 /* ---------------------------------------------------------------------- */
 /* Module state                                                            */
@@ -213,14 +168,8 @@ rbc_async_init(rbc_state *st, PyObject *module)
     if (as->AsyncMethod_type == NULL) {
         return -1;
     }
-    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &async_retry_spec, NULL);
-    if (type == NULL) {
-        return -1;
-    }
-    type->tp_vectorcall = async_retry_type_vectorcall;
-    as->AsyncRetry_type = type;
-    as->flavor.type = (PyTypeObject *)Py_NewRef(type);
-    if (install_call_with_retry(st, type) < 0) {
+    PyTypeObject *type = rbc_retry_flavor_type_new(&as->flavor, module, &async_retry_spec);
+    if (type == NULL || install_call_with_retry(st, type) < 0) {
         return -1;
     }
     /* The sync Retry is "Retry" here; the asyncio module re-exports this
@@ -231,7 +180,6 @@ rbc_async_init(rbc_state *st, PyObject *module)
 int
 rbc_async_traverse(rbc_async_state *as, visitproc visit, void *arg)
 {
-    Py_VISIT(as->AsyncRetry_type);
     Py_VISIT(as->Call_type);
     Py_VISIT(as->AsyncMethod_type);
     return rbc_retry_flavor_traverse(&as->flavor, visit, arg);
@@ -241,7 +189,6 @@ void
 rbc_async_clear(rbc_async_state *as)
 {
     rbc_async_call_free_list_clear(as);
-    Py_CLEAR(as->AsyncRetry_type);
     Py_CLEAR(as->Call_type);
     Py_CLEAR(as->AsyncMethod_type);
     rbc_retry_flavor_clear(&as->flavor);

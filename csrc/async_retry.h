@@ -21,8 +21,7 @@
 #define RBC_CALL_FREE_LIST_SIZE 16
 
 typedef struct {
-    PyTypeObject *AsyncRetry_type;  /* the asyncio type, also flavor.type */
-    rbc_retry_flavor flavor;        /* redis.asyncio.retry.Retry's family and defaults */
+    rbc_retry_flavor flavor;        /* the asyncio type, redis.asyncio.retry.Retry's family, defaults */
     PyTypeObject *Call_type;        /* the awaitable call_with_retry returns */
     PyTypeObject *AsyncMethod_type; /* call_with_retry's descriptor type (async_method.h) */
     PyObject *sleep_module_name;    /* "redis_backoff_c.asyncio.retry" */

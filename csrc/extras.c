@@ -379,27 +379,28 @@ stats_snapshot(PyObject *self, PyObject *unused)
     unsigned long long counts[RBC_STAT_COUNT];
     double slept;
     stats_read(STATS(self), counts, &slept);
+    PyObject *value = NULL;
     PyObject *dict = PyDict_New();
     if (dict == NULL) {
         return NULL;
     }
     for (int i = 0; i < RBC_STAT_COUNT; i++) {
-        PyObject *value = PyLong_FromUnsignedLongLong(counts[i]);
+        value = PyLong_FromUnsignedLongLong(counts[i]);
         if (value == NULL || PyDict_SetItem(dict, es->stat_names[i], value) < 0) {
-            Py_XDECREF(value);
-            Py_DECREF(dict);
-            return NULL;
+            goto error;
         }
-        Py_DECREF(value);
+        Py_CLEAR(value);
     }
-    PyObject *value = PyFloat_FromDouble(slept);
+    value = PyFloat_FromDouble(slept);
     if (value == NULL || PyDict_SetItem(dict, es->str_slept_seconds, value) < 0) {
-        Py_XDECREF(value);
-        Py_DECREF(dict);
-        return NULL;
+        goto error;
     }
     Py_DECREF(value);
     return dict;
+error:
+    Py_XDECREF(value);
+    Py_DECREF(dict);
+    return NULL;
 }
 
 static PyObject *
@@ -743,24 +744,12 @@ rbc_retry_set_extras(rbc_state *st, const char *owner, rbc_retry_object *self,
 
 /* ---- attributes ---- */
 
-#define RETRY(op) ((rbc_retry_object *)(op))
-
 static PyObject *
 extra_or_none(PyObject *self, size_t offset)
 {
     rbc_retry_extras *extras = RETRY(self)->extras;
     PyObject *value = extras == NULL ? NULL : *(PyObject **)((char *)extras + offset);
     return Py_NewRef(value != NULL ? value : Py_None);
-}
-
-static int
-refuse_delete(PyObject *value, const char *name)
-{
-    if (value == NULL) {
-        PyErr_Format(PyExc_AttributeError, "cannot delete attribute '%s'", name);
-        return -1;
-    }
-    return 0;
 }
 
 PyObject *
@@ -772,7 +761,7 @@ rbc_retry_deadline_get(PyObject *self, void *closure)
 int
 rbc_retry_deadline_set(PyObject *self, PyObject *value, void *closure)
 {
-    if (refuse_delete(value, "deadline") < 0) {
+    if (rbc_refuse_delete(value, "deadline") < 0) {
         return -1;
     }
     return store_deadline("Retry.deadline", "value", RETRY(self), value);
@@ -788,7 +777,7 @@ int
 rbc_retry_budget_set(PyObject *self, PyObject *value, void *closure)
 {
     rbc_state *st = rbc_state_of(self);
-    if (st == NULL || refuse_delete(value, "budget") < 0) {
+    if (st == NULL || rbc_refuse_delete(value, "budget") < 0) {
         return -1;
     }
     return store_shared("Retry.budget", "value", RETRY(self), value, st->extras.Budget_type,
@@ -805,7 +794,7 @@ int
 rbc_retry_stats_set(PyObject *self, PyObject *value, void *closure)
 {
     rbc_state *st = rbc_state_of(self);
-    if (st == NULL || refuse_delete(value, "stats") < 0) {
+    if (st == NULL || rbc_refuse_delete(value, "stats") < 0) {
         return -1;
     }
     return store_shared("Retry.stats", "value", RETRY(self), value, st->extras.Stats_type,

@@ -5,8 +5,6 @@
 #include "retry_core.h"
 #include "extras.h"
 
-#define RETRY(op) ((rbc_retry_object *)(op))
-
 /* redis.retry.Retry's default supported_errors. */
 static const char *const default_error_names[] = {
     "redis.exceptions:ConnectionError",
@@ -109,63 +107,47 @@ handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyOb
     if (count == NULL) {
         return -1;
     }
+    PyObject *delay = NULL;
+    int status = -1;
     PyObject *result = rbc_retry_call_fail(call->fail, error, count, call->with_failure_count);
     if (result == NULL) {
-        Py_DECREF(count);
-        return -1;
+        goto done;
     }
     Py_DECREF(result);
     if (rbc_retry_exhausted(self, *failures)) {
-        Py_DECREF(count);
-        return 0;
+        status = 0;
+        goto done;
     }
     int should_sleep;
-    PyObject *delay = rbc_retry_next_delay(st, self, count, &should_sleep);
-    Py_DECREF(count);
+    delay = rbc_retry_next_delay(st, self, count, &should_sleep);
     if (delay == NULL) {
-        return -1;
+        goto done;
     }
-    int status = should_sleep ? rbc_retry_before_sleep(self, &call->extras, delay) : 1;
+    status = should_sleep ? rbc_retry_before_sleep(self, &call->extras, delay) : 1;
     if (status > 0 && should_sleep) {
         status = sleep_for(&st->retry, delay) < 0 ? -1 : 1;
     }
-    Py_DECREF(delay);
-    if (status <= 0) {
-        return status; /* 0: the deadline is too near to sleep */
+    if (status > 0) { /* 0: the deadline is too near to sleep */
+        status = rbc_retry_before_retry(self, &call->extras);
     }
-    return rbc_retry_before_retry(self, &call->extras);
+done:
+    Py_DECREF(count);
+    Py_XDECREF(delay);
+    return status;
 }
-
-static int
-check_callable(PyObject *obj, const char *name)
-{
-    if (Py_TYPE(obj)->tp_call != NULL) {
-        return 0;
-    }
-    PyErr_Format(PyExc_TypeError, "call_with_retry() argument '%s' must be callable, not %.200s",
-                 name, Py_TYPE(obj)->tp_name);
-    return -1;
-}
-
-static const char *const call_names[] = {"do", "fail", "is_retryable", "with_failure_count"};
 
 static int
 bind_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, retry_call *call)
 {
-    PyObject *values[4] = {NULL, NULL, Py_None, Py_False};
-    if (kwnames == NULL && nargs >= 2 && nargs <= 4) {
-        for (Py_ssize_t i = 0; i < nargs; i++) {
-            values[i] = args[i];
-        }
-    }
-    else if (rbc_bind_args("call_with_retry", call_names, 4, args, nargs, kwnames, values) < 0) {
+    PyObject *values[4];
+    if (rbc_retry_bind_call(args, nargs, kwnames, values) < 0) {
         return -1;
     }
     call->do_ = values[0];
     call->fail = values[1];
     call->is_retryable = values[2];
     call->with_failure_count = values[3];
-    return check_callable(call->do_, "do") < 0 || check_callable(call->fail, "fail") < 0 ? -1 : 0;
+    return 0;
 }
 
 /* The loop after do() first raised: each supported error handled as in
@@ -226,20 +208,6 @@ static PyMethodDef retry_methods[] = {
 };
 /* clang-format on */
 
-/* self._backoff.reset(): nothing to do for an unmodified C strategy other
- * than DecorrelatedJitterBackoff; the core handles the rest. */
-static inline int
-reset_backoff(rbc_state *st, rbc_retry_object *me)
-{
-    if (me->backoff != NULL) {
-        int kind = rbc_genuine_strategy_kind(&st->strategies, me->backoff);
-        if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
-            return 0;
-        }
-    }
-    return rbc_retry_reset_backoff(st, me);
-}
-
 static PyObject *
 call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -260,7 +228,7 @@ call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
         return NULL;
     }
     rbc_retry_object *me = RETRY(self);
-    if (reset_backoff(st, me) < 0) {
+    if (rbc_retry_reset_backoff(st, me) < 0) {
         return NULL;
     }
     rbc_extras_call_begin(me, &call.extras);
@@ -287,21 +255,6 @@ retry_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     rbc_retry_state *rs = retry_state_of(self);
     return rs == NULL ? -1 : rbc_retry_init_args(&rs->flavor, self, args, kwds);
-}
-
-/* Vectorcall of the type: construction without tp_new + tp_init's tuple
- * and dict.  A subclass (whose __init__ may differ) goes through them. */
-static PyObject *
-retry_type_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    PyObject *module = ((PyHeapTypeObject *)type)->ht_module;
-    rbc_state *st = module != NULL && PyModule_GetDef(module) == &rbc_module_def
-                        ? (rbc_state *)PyModule_GetState(module)
-                        : NULL;
-    if (st != NULL && (PyTypeObject *)type == st->retry.Retry_type) {
-        return rbc_retry_vectorcall(&st->retry.flavor, type, args, nargsf, kwnames);
-    }
-    return rbc_retry_type_call_slots(type, args, nargsf, kwnames);
 }
 
 static PyObject *
@@ -332,26 +285,16 @@ static PyType_Slot retry_slots[] = {
                         "retries, `stats` (RetryStats) counts."},
     {Py_tp_new, retry_new},
     {Py_tp_init, retry_init},
-    {Py_tp_repr, rbc_retry_repr},
     {Py_tp_hash, retry_hash},
     {Py_tp_richcompare, retry_richcompare},
     {Py_tp_methods, retry_methods},
-    {Py_tp_getset, rbc_retry_getset},
-    {Py_tp_members, rbc_retry_members},
-    {Py_tp_traverse, rbc_retry_obj_traverse},
-    {Py_tp_clear, rbc_retry_obj_clear},
-    {Py_tp_dealloc, rbc_retry_obj_dealloc},
+    RBC_RETRY_COMMON_SLOTS,
     {0, NULL},
 };
 /* clang-format on */
 
-static PyType_Spec retry_spec = {
-    .name = "redis_backoff_c.retry.Retry",
-    .basicsize = sizeof(rbc_retry_object),
-    .itemsize = 0,
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = retry_slots,
-};
+/* Called through rbc_retry_type_vectorcall (retry_core.h). */
+static PyType_Spec retry_spec = RBC_RETRY_SPEC("redis_backoff_c.retry.Retry", retry_slots);
 
 /* ---------------------------------------------------------------------- */
 /* Module state                                                            */
@@ -368,20 +311,13 @@ rbc_retry_init(rbc_state *st, PyObject *module)
         || rbc_retry_flavor_init(&rs->flavor, "redis.retry", default_error_names) < 0) {
         return -1;
     }
-    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &retry_spec, NULL);
-    if (type == NULL) {
-        return -1;
-    }
-    type->tp_vectorcall = retry_type_vectorcall;
-    rs->Retry_type = type;
-    rs->flavor.type = (PyTypeObject *)Py_NewRef(type);
-    return PyModule_AddObjectRef(module, "Retry", (PyObject *)type);
+    PyTypeObject *type = rbc_retry_flavor_type_new(&rs->flavor, module, &retry_spec);
+    return type == NULL ? -1 : PyModule_AddObjectRef(module, "Retry", (PyObject *)type);
 }
 
 int
 rbc_retry_traverse(rbc_retry_state *rs, visitproc visit, void *arg)
 {
-    Py_VISIT(rs->Retry_type);
     int err = rbc_retry_flavor_traverse(&rs->flavor, visit, arg);
     return err ? err : rbc_retry_core_traverse(&rs->core, visit, arg);
 }
@@ -389,7 +325,6 @@ rbc_retry_traverse(rbc_retry_state *rs, visitproc visit, void *arg)
 void
 rbc_retry_clear(rbc_retry_state *rs)
 {
-    Py_CLEAR(rs->Retry_type);
     rbc_retry_flavor_clear(&rs->flavor);
     rbc_retry_core_clear(&rs->core);
     Py_CLEAR(rs->sleep_module_name);

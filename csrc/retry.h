@@ -8,8 +8,7 @@
 #include "retry_core.h"
 
 typedef struct {
-    PyTypeObject *Retry_type; /* the sync type, also flavor.type */
-    rbc_retry_flavor flavor;  /* redis.retry.Retry's family and defaults */
+    rbc_retry_flavor flavor; /* the sync type, redis.retry.Retry's family and defaults */
     /* Shared with the asyncio Retry, which is initialised after this. */
     rbc_retry_core_state core;
     PyObject *sleep_module_name; /* "redis_backoff_c.retry" */

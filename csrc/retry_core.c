@@ -6,8 +6,6 @@
 
 #include <stddef.h>
 
-#define RETRY(op) ((rbc_retry_object *)(op))
-
 /* ---------------------------------------------------------------------- */
 /* Exceptions across CPython versions                                     */
 
@@ -371,9 +369,10 @@ set_given_extras(const rbc_retry_flavor *fl, PyObject *self, PyObject *deadline,
                       : rbc_retry_set_extras(st, fl->name, RETRY(self), deadline, budget, stats);
 }
 
-PyObject *
-rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const *args,
-                     size_t nargsf, PyObject *kwnames)
+/* Retry(...) of the exact type of flavor `fl`. */
+static PyObject *
+retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const *args,
+                 size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     long long small;
@@ -408,9 +407,10 @@ rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const
     return self;
 }
 
-PyObject *
-rbc_retry_type_call_slots(PyObject *type, PyObject *const *args, size_t nargsf,
-                          PyObject *kwnames)
+/* type(*args, **kwnames) through tp_new and tp_init, for a subclass of
+ * either flavor, whose __init__ may differ from ours. */
+static PyObject *
+type_call_slots(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *tuple = PyTuple_New(nargs);
@@ -437,6 +437,35 @@ rbc_retry_type_call_slots(PyObject *type, PyObject *const *args, size_t nargsf,
     Py_DECREF(tuple);
     Py_XDECREF(kwargs);
     return result;
+}
+
+PyObject *
+rbc_retry_type_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
+                          PyObject *kwnames)
+{
+    PyObject *module = ((PyHeapTypeObject *)type)->ht_module;
+    if (module != NULL && PyModule_GetDef(module) == &rbc_module_def) {
+        rbc_state *st = rbc_get_state(module);
+        if ((PyTypeObject *)type == st->retry.flavor.type) {
+            return retry_vectorcall(&st->retry.flavor, type, args, nargsf, kwnames);
+        }
+        if ((PyTypeObject *)type == st->async.flavor.type) {
+            return retry_vectorcall(&st->async.flavor, type, args, nargsf, kwnames);
+        }
+    }
+    return type_call_slots(type, args, nargsf, kwnames);
+}
+
+PyTypeObject *
+rbc_retry_flavor_type_new(rbc_retry_flavor *fl, PyObject *module, PyType_Spec *spec)
+{
+    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, NULL);
+    if (type == NULL) {
+        return NULL;
+    }
+    type->tp_vectorcall = rbc_retry_type_vectorcall;
+    fl->type = type;
+    return type;
 }
 
 int
@@ -510,16 +539,6 @@ field_or_none(PyObject *field)
     return Py_NewRef(field != NULL ? field : Py_None);
 }
 
-static int
-refuse_delete(PyObject *value, const char *name)
-{
-    if (value == NULL) {
-        PyErr_Format(PyExc_AttributeError, "cannot delete attribute '%s'", name);
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *
 backoff_get(PyObject *self, void *closure)
 {
@@ -529,7 +548,7 @@ backoff_get(PyObject *self, void *closure)
 static int
 backoff_set(PyObject *self, PyObject *value, void *closure)
 {
-    if (refuse_delete(value, "_backoff") < 0) {
+    if (rbc_refuse_delete(value, "_backoff") < 0) {
         return -1;
     }
     Py_XSETREF(RETRY(self)->backoff, Py_NewRef(value));
@@ -557,7 +576,7 @@ store_retries(PyObject *self, PyObject *value, const char *owner, const char *na
 static int
 retries_set(PyObject *self, PyObject *value, void *closure)
 {
-    if (refuse_delete(value, "_retries") < 0) {
+    if (rbc_refuse_delete(value, "_retries") < 0) {
         return -1;
     }
     return store_retries(self, value, "Retry._retries", "value");
@@ -572,7 +591,7 @@ errors_get(PyObject *self, void *closure)
 static int
 errors_set(PyObject *self, PyObject *value, void *closure)
 {
-    if (refuse_delete(value, "_supported_errors") < 0) {
+    if (rbc_refuse_delete(value, "_supported_errors") < 0) {
         return -1;
     }
     PyObject *tuple = checked_errors("Retry._supported_errors", "value", value);
@@ -595,7 +614,7 @@ checker_get(PyObject *self, void *closure)
 static int
 store_checker(PyObject *self, PyObject *value, const char *attribute, const char *owner)
 {
-    if (refuse_delete(value, attribute) < 0 || check_checker(owner, "value", value) < 0) {
+    if (rbc_refuse_delete(value, attribute) < 0 || check_checker(owner, "value", value) < 0) {
         return -1;
     }
     set_checker(RETRY(self), value);
@@ -706,16 +725,14 @@ copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *mem
 {
     rbc_retry_core_state *cs = core_of(st);
     if (rbc_slots_copy(&st->slots, self, copy, memo) < 0) {
-        Py_DECREF(copy);
-        return NULL;
+        goto error;
     }
     if (Py_TYPE(self)->tp_dictoffset == 0) {
         return copy;
     }
     PyObject *dict;
     if (rbc_get_optional_attr(self, st->common.str_dict, &dict) < 0) {
-        Py_DECREF(copy);
-        return NULL;
+        goto error;
     }
     if (dict == NULL) {
         return copy;
@@ -725,8 +742,7 @@ copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *mem
                           : PyObject_CallFunctionObjArgs(cs->copy_deepcopy, dict, memo, NULL);
     Py_DECREF(dict);
     if (state == NULL) {
-        Py_DECREF(copy);
-        return NULL;
+        goto error;
     }
     PyObject *target;
     int status = rbc_get_optional_attr(copy, st->common.str_dict, &target);
@@ -739,10 +755,12 @@ copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *mem
     }
     Py_DECREF(state);
     if (status < 0) {
-        Py_DECREF(copy);
-        return NULL;
+        goto error;
     }
     return copy;
+error:
+    Py_DECREF(copy);
+    return NULL;
 }
 
 /* A new object of self's type sharing self's fields. */
@@ -930,29 +948,25 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
         int status = key == NULL ? -1 : PyDict_SetItem(memo, key, copy);
         Py_XDECREF(key);
         if (status < 0) {
-            Py_DECREF(copy);
-            return NULL;
+            goto error;
         }
     }
     PyObject *backoff = deepcopy_field(st, c->backoff, memo);
     if (backoff == NULL) {
-        Py_DECREF(copy);
-        return NULL;
+        goto error;
     }
     Py_SETREF(c->backoff, backoff);
     if (!PyLong_CheckExact(c->retries) && !PyBool_Check(c->retries)) {
         PyObject *retries = deepcopy_field(st, c->retries, memo);
         if (retries == NULL) {
-            Py_DECREF(copy);
-            return NULL;
+            goto error;
         }
         Py_SETREF(c->retries, retries);
     }
     if (!all_classes(c->supported_errors)) {
         PyObject *errors = deepcopy_field(st, c->supported_errors, memo);
         if (errors == NULL) {
-            Py_DECREF(copy);
-            return NULL;
+            goto error;
         }
         set_errors(c, errors);
     }
@@ -961,12 +975,15 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
          * a bound method or callable object is copied. */
         PyObject *checker = deepcopy_field(st, c->is_retryable, memo);
         if (checker == NULL) {
-            Py_DECREF(copy);
-            return NULL;
+            goto error;
         }
         Py_SETREF(c->is_retryable, checker);
     }
+    /* copy_subclass_state consumes copy, on error too. */
     return copy_subclass_state(self, copy, st, memo != NULL ? memo : Py_None);
+error:
+    Py_DECREF(copy);
+    return NULL;
 }
 
 static const rbc_retry_flavor *flavor_of(rbc_state *st, PyObject *self);
@@ -1329,7 +1346,7 @@ rbc_retry_repr(PyObject *self)
 /* call_with_retry steps                                                   */
 
 int
-rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
+rbc_retry_reset_backoff_slow(rbc_state *st, rbc_retry_object *self)
 {
     /* A C strategy's reset runs no Python code: the field can be borrowed,
      * and only DecorrelatedJitterBackoff has state to reset. */

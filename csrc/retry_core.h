@@ -54,7 +54,7 @@
  * - give the async flavor its own rbc_retry_flavor (family
  *   "redis.asyncio.retry", defaults without socket.timeout), and add it to
  *   flavor_of() in retry_core.c, which __reduce__ uses to leave the default
- *   errors out of pickles;
+ *   errors out of pickles, and to rbc_retry_type_vectorcall;
  * - the handled exception belongs to the running frame: a coroutine-like
  *   object must end the handling before each suspension (await of fail's
  *   result or of asyncio.sleep) and begin it again when resumed, so that
@@ -67,6 +67,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h> /* PyMemberDef before 3.12 */
+
+#include "args.h" /* rbc_bind_args, for rbc_retry_bind_call */
 
 struct rbc_state;
 
@@ -83,9 +85,11 @@ typedef struct {
     struct rbc_retry_extras *extras; /* deadline, budget, stats: NULL when none (extras.h) */
 } rbc_retry_object;
 
+#define RETRY(op) ((rbc_retry_object *)(op))
+
 /* What distinguishes the sync Retry from the asyncio one. */
 typedef struct {
-    PyTypeObject *type;           /* our C type */
+    PyTypeObject *type;           /* our C type (the state's one reference to it) */
     PyObject *family;             /* redis.retry.Retry or redis.asyncio.retry.Retry */
     PyObject *default_errors;     /* tuple: the default supported_errors */
     PyObject *default_errors_set; /* frozenset of it */
@@ -96,7 +100,7 @@ typedef struct {
 typedef struct {
     PyObject *str_retries;
     PyObject *str_supported_errors;
-    PyObject *copy_deepcopy; /* copy.deepcopy */
+    PyObject *copy_deepcopy;    /* copy.deepcopy */
     PyObject *str_is_retryable; /* "_is_retryable" */
     /* How call_with_retry tests its is_retryable argument: redis-py 8.2's
      * `is_retryable is not None` (1) or 8.0/8.1's truthiness (0).  Set
@@ -130,15 +134,18 @@ PyObject *rbc_retry_new(const rbc_retry_flavor *fl, PyTypeObject *type);
 int rbc_retry_set_parameters(const rbc_retry_flavor *fl, rbc_retry_object *self,
                              PyObject *backoff, PyObject *retries,
                              PyObject *supported_errors, PyObject *is_retryable);
-/* Retry(backoff, retries, supported_errors=..., is_retryable=None, *,
- * deadline=None, budget=None, stats=None) as vectorcall of the exact
- * type, and tp_init for subclasses. */
-PyObject *rbc_retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type,
-                               PyObject *const *args, size_t nargsf, PyObject *kwnames);
-/* type(*args, **kwnames) through tp_new and tp_init, for a subclass of
- * either flavor, whose __init__ may differ from ours. */
-PyObject *rbc_retry_type_call_slots(PyObject *type, PyObject *const *args, size_t nargsf,
+/* The flavor's type, made from `spec` (RBC_RETRY_SPEC), called through
+ * rbc_retry_type_vectorcall; fl->type holds it.  Returns it (borrowed),
+ * or NULL. */
+PyTypeObject *rbc_retry_flavor_type_new(rbc_retry_flavor *fl, PyObject *module,
+                                        PyType_Spec *spec);
+/* The tp_vectorcall of both types: Retry(backoff, retries,
+ * supported_errors=..., is_retryable=None, *, deadline=None, budget=None,
+ * stats=None) built directly for the exact type of either flavor; a
+ * subclass (whose __init__ may differ) goes through tp_new and tp_init. */
+PyObject *rbc_retry_type_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
                                     PyObject *kwnames);
+/* tp_init: the same parameters. */
 int rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args,
                         PyObject *kwds);
 
@@ -187,6 +194,71 @@ PyObject *rbc_retry_setstate(PyObject *self, PyObject *state);
     {"__setstate__", rbc_retry_setstate, METH_O, NULL}
 /* clang-format on */
 
+/* The type slots both flavors share, for the end of each type's slot
+ * table (before {0, NULL}); the flavor adds its doc, tp_new, tp_init,
+ * tp_hash, tp_richcompare and tp_methods.  RBC_RETRY_SPEC is the type's
+ * spec. */
+/* clang-format off */
+#define RBC_RETRY_COMMON_SLOTS                                                    \
+    {Py_tp_repr, rbc_retry_repr},                                                 \
+    {Py_tp_getset, rbc_retry_getset},                                             \
+    {Py_tp_members, rbc_retry_members},                                           \
+    {Py_tp_traverse, rbc_retry_obj_traverse},                                     \
+    {Py_tp_clear, rbc_retry_obj_clear},                                           \
+    {Py_tp_dealloc, rbc_retry_obj_dealloc}
+
+#define RBC_RETRY_SPEC(qualified_name, slot_table)                                \
+    {                                                                             \
+        .name = (qualified_name),                                                 \
+        .basicsize = sizeof(rbc_retry_object),                                    \
+        .itemsize = 0,                                                            \
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,   \
+        .slots = (slot_table),                                                    \
+    }
+/* clang-format on */
+
+/* ---- call_with_retry's arguments ------------------------------------- */
+
+/* `do` and `fail` must be callable (PyCallable_Check, inline: on every
+ * call's path): 0, or -1 with TypeError. */
+static inline int
+rbc_retry_check_callable(PyObject *obj, const char *name)
+{
+    if (Py_TYPE(obj)->tp_call != NULL) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "call_with_retry() argument '%s' must be callable, not %.200s",
+                 name, Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+/* call_with_retry(do, fail, is_retryable=None, with_failure_count=False):
+ * values[0..3] get borrowed references to the arguments (the defaults for
+ * those not given), do and fail checked callable.  0, or -1 with
+ * TypeError.  Inline, as each loop's own binding was. */
+static inline int
+rbc_retry_bind_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    PyObject *values[4])
+{
+    static const char *const names[] = {"do", "fail", "is_retryable", "with_failure_count"};
+    values[0] = NULL;
+    values[1] = NULL;
+    values[2] = Py_None;
+    values[3] = Py_False;
+    if (kwnames == NULL && nargs >= 2 && nargs <= 4) {
+        for (Py_ssize_t i = 0; i < nargs; i++) {
+            values[i] = args[i];
+        }
+    }
+    else if (rbc_bind_args("call_with_retry", names, 4, args, nargs, kwnames, values) < 0) {
+        return -1;
+    }
+    return rbc_retry_check_callable(values[0], "do") < 0
+                   || rbc_retry_check_callable(values[1], "fail") < 0
+               ? -1
+               : 0;
+}
+
 /* ---- ==, hash, repr -------------------------------------------------- */
 
 PyObject *rbc_retry_richcompare(const rbc_retry_flavor *fl, PyObject *self,
@@ -197,8 +269,10 @@ PyObject *rbc_retry_repr(PyObject *self);
 
 /* ---- call_with_retry steps (see the top of this file) ---------------- */
 
-/* self._backoff.reset(): a direct C call for an unmodified C strategy. */
-int rbc_retry_reset_backoff(struct rbc_state *st, rbc_retry_object *self);
+/* self._backoff.reset(): rbc_retry_reset_backoff, inline at the end of
+ * this file, decides the usual case (nothing to reset); this does the
+ * rest, a direct C call for an unmodified C strategy. */
+int rbc_retry_reset_backoff_slow(struct rbc_state *st, rbc_retry_object *self);
 
 /* Does `except self._supported_errors` catch `error`?  1 or 0 (reads
  * _supported_errors now; matches subclasses, never calls Python code). */
@@ -260,5 +334,29 @@ void rbc_exc_restore(PyObject *error);
 PyObject *rbc_exc_begin_handling(PyObject *error);
 /* Restore the handled exception saved by begin (steals the reference). */
 void rbc_exc_end_handling(PyObject *previous);
+
+#endif /* RBC_RETRY_CORE_H */
+
+/* ---- inline steps that read the module state ------------------------- */
+
+/* These need rbc_state whole: state.h, which includes this header before
+ * it defines rbc_state, includes it again after (RBC_STATE_DEFINED). */
+#if defined(RBC_STATE_DEFINED) && !defined(RBC_RETRY_CORE_STATE_INLINES)
+#define RBC_RETRY_CORE_STATE_INLINES
+
+/* self._backoff.reset(), call_with_retry's first step: nothing to do for
+ * an unmodified C strategy other than DecorrelatedJitterBackoff, the usual
+ * case, decided here with one type compare; the core does the rest. */
+static inline int
+rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
+{
+    if (self->backoff != NULL) {
+        int kind = rbc_genuine_strategy_kind(&st->strategies, self->backoff);
+        if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
+            return 0;
+        }
+    }
+    return rbc_retry_reset_backoff_slow(st, self);
+}
 
 #endif

@@ -4,6 +4,16 @@
  * here, reached from a heap type through PyType_GetModuleState() or from
  * the module through PyModule_GetState().  Each concern owns its own
  * sub-struct, declared in its own header, with its own traverse/clear.
+ *
+ * Error exits, in every C file: a function that owns more than one
+ * reference leaves on failure through one `error:` label at its end, which
+ * releases each reference it may own there (Py_XDECREF for one that may
+ * still be NULL) and returns the failure value; its error paths `goto
+ * error` instead of repeating the cleanup.  When the success path needs
+ * the same release, the one label is `done:`, reached with the result (or
+ * status) set.  Another outcome with its own cleanup (async_call.c's
+ * re-raise of the handled error) gets its own label likewise.  A function
+ * that owns one reference, released on one early return, stays as it is.
  */
 #ifndef RBC_STATE_H
 #define RBC_STATE_H
@@ -67,5 +77,10 @@ rbc_state_of(PyObject *self)
     }
     return rbc_state_from_type(Py_TYPE(self));
 }
+
+/* The concerns' inline helpers that read rbc_state whole: their headers,
+ * included above before rbc_state was complete, define them now. */
+#define RBC_STATE_DEFINED 1
+#include "retry_core.h"
 
 #endif
