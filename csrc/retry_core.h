@@ -269,8 +269,8 @@ PyObject *rbc_retry_repr(PyObject *self);
 
 /* ---- call_with_retry steps (see the top of this file) ---------------- */
 
-/* self._backoff.reset(): rbc_retry_reset_backoff, inline at the end of
- * this file, decides the usual case (nothing to reset); this does the
+/* self._backoff.reset(): rbc_retry_reset_backoff, inline in state.h,
+ * decides the usual case (nothing to reset); this does the
  * rest, a direct C call for an unmodified C strategy. */
 int rbc_retry_reset_backoff_slow(struct rbc_state *st, rbc_retry_object *self);
 
@@ -336,27 +336,3 @@ PyObject *rbc_exc_begin_handling(PyObject *error);
 void rbc_exc_end_handling(PyObject *previous);
 
 #endif /* RBC_RETRY_CORE_H */
-
-/* ---- inline steps that read the module state ------------------------- */
-
-/* These need rbc_state whole: state.h, which includes this header before
- * it defines rbc_state, includes it again after (RBC_STATE_DEFINED). */
-#if defined(RBC_STATE_DEFINED) && !defined(RBC_RETRY_CORE_STATE_INLINES)
-#define RBC_RETRY_CORE_STATE_INLINES
-
-/* self._backoff.reset(), call_with_retry's first step: nothing to do for
- * an unmodified C strategy other than DecorrelatedJitterBackoff, the usual
- * case, decided here with one type compare; the core does the rest. */
-static inline int
-rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
-{
-    if (self->backoff != NULL) {
-        int kind = rbc_genuine_strategy_kind(&st->strategies, self->backoff);
-        if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
-            return 0;
-        }
-    }
-    return rbc_retry_reset_backoff_slow(st, self);
-}
-
-#endif

@@ -78,9 +78,21 @@ rbc_state_of(PyObject *self)
     return rbc_state_from_type(Py_TYPE(self));
 }
 
-/* The concerns' inline helpers that read rbc_state whole: their headers,
- * included above before rbc_state was complete, define them now. */
-#define RBC_STATE_DEFINED 1
-#include "retry_core.h"
+/* self._backoff.reset(), call_with_retry's first step (retry.c and both
+ * asyncio designs): nothing to do for an unmodified C strategy other than
+ * DecorrelatedJitterBackoff, the usual case, decided here with one type
+ * compare; retry_core.c does the rest.  Here, not in retry_core.h, because
+ * it reads two concerns' states and is inlined on the hot path. */
+static inline int
+rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
+{
+    if (self->backoff != NULL) {
+        int kind = rbc_genuine_strategy_kind(&st->strategies, self->backoff);
+        if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
+            return 0;
+        }
+    }
+    return rbc_retry_reset_backoff_slow(st, self);
+}
 
 #endif
