@@ -27,6 +27,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -60,6 +61,18 @@ static const char *const type_names[RBC_STRATEGY_COUNT] = {
     "DecorrelatedJitterBackoff",
     "ExponentialWithJitterBackoff",
 };
+
+/* The kind of a type that is exactly one of the seven, else -1. */
+static int
+type_kind(rbc_strategies_state *ss, PyTypeObject *type)
+{
+    for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
+        if (ss->types[kind] == type) {
+            return kind;
+        }
+    }
+    return -1;
+}
 
 /* pow() through a pointer the compiler cannot see through, so that no
  * optimiser rewrites pow(2.0, x) as exp2(x): Python's float ** calls the C
@@ -749,8 +762,8 @@ static PyObject *
 decorrelated_draw(rbc_state *st, PyObject *cap, PyObject *base, PyObject *previous)
 {
     /* max_backoff = max(base, previous * 3)
-     * previous = min(cap, uniform(base, max_backoff)); return previous */
-    PyObject *new_previous;
+     * previous = min(cap, uniform(base, max_backoff)); return previous
+     * (compute_decorrelated stores it). */
     double cap_value, base_value, previous_value;
     if (exact_double(cap, &cap_value) && exact_double(base, &base_value)
         && exact_double(previous, &previous_value)) {
@@ -762,8 +775,7 @@ decorrelated_draw(rbc_state *st, PyObject *cap, PyObject *base, PyObject *previo
             return NULL;
         }
         if (status == 0) {
-            new_previous = temp < cap_value ? PyFloat_FromDouble(temp) : Py_NewRef(cap);
-            goto store;
+            return temp < cap_value ? PyFloat_FromDouble(temp) : Py_NewRef(cap);
         }
     }
     /* Generic path: Python objects all the way. */
@@ -781,9 +793,8 @@ decorrelated_draw(rbc_state *st, PyObject *cap, PyObject *base, PyObject *previo
     if (temp == NULL) {
         return NULL;
     }
-    new_previous = py_min(cap, temp);
+    PyObject *new_previous = py_min(cap, temp);
     Py_DECREF(temp);
-store:
     return new_previous;
 }
 
@@ -902,29 +913,77 @@ compute_argument(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     return rbc_bind_args("compute", names, 1, args, nargs, kwnames, failures);
 }
 
-#define COMPUTE_METHOD(NAME, CALL)                                   \
-    static PyObject *                                                \
-    NAME(PyObject *self, PyObject *const *args, Py_ssize_t nargs,    \
-         PyObject *kwnames)                                          \
-    {                                                                \
-        PyObject *failures;                                          \
-        if (compute_argument(args, nargs, kwnames, &failures) < 0) { \
-            return NULL;                                             \
-        }                                                            \
-        rbc_state *st = rbc_state_of(self);                         \
-        if (st == NULL) {                                            \
-            return NULL;                                             \
-        }                                                            \
-        return CALL;                                                 \
+/* What every compute() method does first: bind `failures`, then find the
+ * module state.  NULL with an exception set on failure. */
+static inline rbc_state *
+compute_call_state(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, PyObject **failures)
+{
+    if (compute_argument(args, nargs, kwnames, failures) < 0) {
+        return NULL;
     }
+    return rbc_state_of(self);
+}
 
-COMPUTE_METHOD(constant_compute, Py_NewRef(CONSTANT(self)->backoff))
-COMPUTE_METHOD(exponential_compute, compute_capped(st, self, compute_exponential, failures))
-COMPUTE_METHOD(full_jitter_compute, compute_capped(st, self, compute_full_jitter, failures))
-COMPUTE_METHOD(equal_jitter_compute, compute_capped(st, self, compute_equal_jitter, failures))
-COMPUTE_METHOD(decorrelated_compute, compute_decorrelated(st, DECORRELATED(self)))
-COMPUTE_METHOD(exponential_with_jitter_compute,
-               compute_capped(st, self, compute_exponential_with_jitter, failures))
+/* compute() of a capped strategy whose formula is `formula`.  Inlined into
+ * each method below with its formula known, so it costs no indirect call. */
+static inline PyObject *
+capped_compute_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames, capped_formula formula)
+{
+    PyObject *failures;
+    rbc_state *st = compute_call_state(self, args, nargs, kwnames, &failures);
+    if (st == NULL) {
+        return NULL;
+    }
+    return compute_capped(st, self, formula, failures);
+}
+
+static PyObject *
+constant_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *failures;
+    if (compute_call_state(self, args, nargs, kwnames, &failures) == NULL) {
+        return NULL;
+    }
+    return Py_NewRef(CONSTANT(self)->backoff);
+}
+
+static PyObject *
+exponential_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return capped_compute_method(self, args, nargs, kwnames, compute_exponential);
+}
+
+static PyObject *
+full_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return capped_compute_method(self, args, nargs, kwnames, compute_full_jitter);
+}
+
+static PyObject *
+equal_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return capped_compute_method(self, args, nargs, kwnames, compute_equal_jitter);
+}
+
+static PyObject *
+exponential_with_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    return capped_compute_method(self, args, nargs, kwnames, compute_exponential_with_jitter);
+}
+
+static PyObject *
+decorrelated_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *failures; /* bound for its checks, not used by the formula */
+    rbc_state *st = compute_call_state(self, args, nargs, kwnames, &failures);
+    if (st == NULL) {
+        return NULL;
+    }
+    return compute_decorrelated(st, DECORRELATED(self));
+}
 
 static PyObject *
 noop_reset(PyObject *self, PyObject *unused)
@@ -1195,9 +1254,36 @@ decorrelated_dealloc(PyObject *self)
 /* ---------------------------------------------------------------------- */
 /* Attributes                                                              */
 
-static int
-check_attribute(PyObject *self, PyObject *value, const char *name)
+/* A parameter attribute, the closure of its PyGetSetDef: where the field
+ * lies in the object, and its Python name for the error messages. */
+typedef struct {
+    Py_ssize_t offset;
+    const char *name;
+} field_def;
+
+static const field_def backoff_field = {offsetof(ConstantObject, backoff), "_backoff"};
+static const field_def cap_field = {offsetof(CappedObject, cap), "_cap"};
+static const field_def base_field = {offsetof(CappedObject, base), "_base"};
+static const field_def previous_field = {offsetof(DecorrelatedObject, previous),
+                                         "_previous_backoff"};
+
+static inline PyObject **
+field_slot(PyObject *self, void *closure)
 {
+    return (PyObject **)((char *)self + ((const field_def *)closure)->offset);
+}
+
+static PyObject *
+strategy_get_field(PyObject *self, void *closure)
+{
+    return Py_NewRef(*field_slot(self, closure));
+}
+
+/* Any real number, as the constructors take; never deleted. */
+static int
+strategy_set_field(PyObject *self, PyObject *value, void *closure)
+{
+    const char *name = ((const field_def *)closure)->name;
     if (value == NULL) {
         PyErr_Format(PyExc_AttributeError, "cannot delete attribute '%s'", name);
         return -1;
@@ -1207,44 +1293,31 @@ check_attribute(PyObject *self, PyObject *value, const char *name)
                      short_type_name(Py_TYPE(self)), name, Py_TYPE(value)->tp_name);
         return -1;
     }
+    Py_SETREF(*field_slot(self, closure), Py_NewRef(value));
     return 0;
 }
 
-#define FIELD_GETSET(FUNC, TYPE_MACRO, FIELD, NAME)                       \
-    static PyObject *FUNC##_get(PyObject *self, void *closure)            \
-    {                                                                     \
-        return Py_NewRef(TYPE_MACRO(self)->FIELD);                        \
-    }                                                                     \
-    static int FUNC##_set(PyObject *self, PyObject *value, void *closure) \
-    {                                                                     \
-        if (check_attribute(self, value, NAME) < 0) {                     \
-            return -1;                                                    \
-        }                                                                 \
-        Py_SETREF(TYPE_MACRO(self)->FIELD, Py_NewRef(value));             \
-        return 0;                                                         \
-    }
-
-FIELD_GETSET(backoff, CONSTANT, backoff, "_backoff")
-FIELD_GETSET(cap, CAPPED, cap, "_cap")
-FIELD_GETSET(base, CAPPED, base, "_base")
-FIELD_GETSET(previous, DECORRELATED, previous, "_previous_backoff")
-
-static PyGetSetDef constant_getset[] = {
-    {"_backoff", backoff_get, backoff_set, "the constant delay, in seconds", NULL},
-    {NULL},
-};
-
 static PyGetSetDef capped_getset[] = {
-    {"_cap", cap_get, cap_set, "maximum delay, in seconds", NULL},
-    {"_base", base_get, base_set, "base delay, in seconds", NULL},
+    {"_cap", strategy_get_field, strategy_set_field, "maximum delay, in seconds",
+     (void *)&cap_field},
+    {"_base", strategy_get_field, strategy_set_field, "base delay, in seconds",
+     (void *)&base_field},
     {NULL},
 };
 
 static PyGetSetDef decorrelated_getset[] = {
-    {"_cap", cap_get, cap_set, "maximum delay, in seconds", NULL},
-    {"_base", base_get, base_set, "base delay, in seconds", NULL},
-    {"_previous_backoff", previous_get, previous_set,
-     "the last delay computed since reset()", NULL},
+    {"_cap", strategy_get_field, strategy_set_field, "maximum delay, in seconds",
+     (void *)&cap_field},
+    {"_base", strategy_get_field, strategy_set_field, "base delay, in seconds",
+     (void *)&base_field},
+    {"_previous_backoff", strategy_get_field, strategy_set_field,
+     "the last delay computed since reset()", (void *)&previous_field},
+    {NULL},
+};
+
+static PyGetSetDef constant_getset[] = {
+    {"_backoff", strategy_get_field, strategy_set_field, "the constant delay, in seconds",
+     (void *)&backoff_field},
     {NULL},
 };
 
@@ -1348,45 +1421,70 @@ static PyObject *
 compare_fields(rbc_state *st, PyObject *self, PyObject *other, int kind,
                PyObject *const *names, Py_ssize_t count)
 {
-    PyObject *result = NULL;
+    PyObject *result = NULL, *mine = NULL, *theirs = NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *mine = field_of(self, kind, i);
-        PyObject *theirs = PyObject_TypeCheck(other, st->strategies.types[kind])
-                               ? field_of(other, kind, i)
-                               : PyObject_GetAttr(other, names[i]);
+        mine = field_of(self, kind, i);
+        theirs = PyObject_TypeCheck(other, st->strategies.types[kind])
+                     ? field_of(other, kind, i)
+                     : PyObject_GetAttr(other, names[i]);
         if (theirs == NULL) {
-            Py_DECREF(mine);
-            Py_XDECREF(result);
-            return NULL;
+            goto error;
         }
         Py_XSETREF(result, PyObject_RichCompare(mine, theirs, Py_EQ));
-        Py_DECREF(mine);
-        Py_DECREF(theirs);
+        Py_CLEAR(mine);
+        Py_CLEAR(theirs);
         if (result == NULL) {
-            return NULL;
+            goto error;
         }
         if (i + 1 < count) {
             int truth = PyObject_IsTrue(result);
             if (truth < 0) {
-                Py_DECREF(result);
-                return NULL;
+                goto error;
             }
             if (!truth) {
-                return result;
+                break;
             }
         }
     }
     return result;
+error:
+    Py_XDECREF(mine);
+    Py_XDECREF(theirs);
+    Py_XDECREF(result);
+    return NULL;
 }
 
+/* The family whose __eq__ an instance of `type` has: the one of the seven
+ * types it is or derives from (its tp_base chain reaches it: a class can
+ * have only one of them among its bases, their layouts conflict).
+ * NoBackoff has ConstantBackoff's. */
+static int
+equality_kind(rbc_strategies_state *ss, PyTypeObject *type)
+{
+    for (PyTypeObject *t = type; t != NULL; t = t->tp_base) {
+        int kind = type_kind(ss, t);
+        if (kind >= 0) {
+            return kind == RBC_NO_BACKOFF ? RBC_CONSTANT : kind;
+        }
+    }
+    PyErr_Format(PyExc_SystemError, "%s is not a backoff strategy", type->tp_name);
+    return -1;
+}
+
+/* tp_richcompare of every strategy: redis-py's __eq__, and the __ne__ that
+ * object derives from it. */
 static PyObject *
-strategy_richcompare(PyObject *self, PyObject *other, int op, int kind)
+strategy_richcompare(PyObject *self, PyObject *other, int op)
 {
     if (op != Py_EQ && op != Py_NE) {
         Py_RETURN_NOTIMPLEMENTED;
     }
     rbc_state *st = rbc_state_of(self);
     if (st == NULL) {
+        return NULL;
+    }
+    int kind = equality_kind(&st->strategies, Py_TYPE(self));
+    if (kind < 0) {
         return NULL;
     }
     int family = same_family(st, other, kind);
@@ -1413,19 +1511,6 @@ strategy_richcompare(PyObject *self, PyObject *other, int op, int kind)
     Py_DECREF(result);
     return truth < 0 ? NULL : PyBool_FromLong(!truth);
 }
-
-#define RICHCOMPARE(NAME, KIND)                                    \
-    static PyObject *NAME(PyObject *self, PyObject *other, int op) \
-    {                                                              \
-        return strategy_richcompare(self, other, op, KIND);        \
-    }
-
-RICHCOMPARE(constant_richcompare, RBC_CONSTANT)
-RICHCOMPARE(exponential_richcompare, RBC_EXPONENTIAL)
-RICHCOMPARE(full_jitter_richcompare, RBC_FULL_JITTER)
-RICHCOMPARE(equal_jitter_richcompare, RBC_EQUAL_JITTER)
-RICHCOMPARE(decorrelated_richcompare, RBC_DECORRELATED_JITTER)
-RICHCOMPARE(exponential_with_jitter_richcompare, RBC_EXPONENTIAL_WITH_JITTER)
 
 static PyObject *
 constant_repr(PyObject *self)
@@ -1541,49 +1626,73 @@ strategy_setstate(PyObject *self, PyObject *state)
 /* ---------------------------------------------------------------------- */
 /* Type specs                                                              */
 
-/* Method and slot tables: aligned by hand, one entry a line. */
+/* Method and slot tables, laid out by hand. */
 /* clang-format off */
-#define COMPUTE_DOC "compute($self, failures)\n--\n\nThe delay, in seconds, before retry number `failures`."
+#define COMPUTE_DOC "compute($self, failures)\n--\n\n" \
+                    "The delay, in seconds, before retry number `failures`."
 #define RESET_DOC "reset($self)\n--\n\nCalled once at the start of every call_with_retry()."
+
+/* The entries every strategy's method table ends with, the same in each. */
 #define COMMON_METHODS                                                            \
     {"__reduce__", strategy_reduce, METH_NOARGS, NULL},                           \
     {"__setstate__", strategy_setstate, METH_O, NULL}
 
-#define METHODS(NAME, COMPUTE, RESET)                                             \
-    static PyMethodDef NAME[] = {                                                 \
-        {"compute", (PyCFunction)(void (*)(void))COMPUTE,                         \
-         METH_FASTCALL | METH_KEYWORDS, COMPUTE_DOC},               \
-        {"reset", RESET, METH_NOARGS, RESET_DOC},                                 \
-        COMMON_METHODS,                                                           \
-        {NULL, NULL, 0, NULL},                                                    \
-    };
+static PyMethodDef constant_methods[] = {
+    {"compute", (PyCFunction)(void (*)(void))constant_compute, METH_FASTCALL | METH_KEYWORDS,
+     COMPUTE_DOC},
+    {"reset", noop_reset, METH_NOARGS, RESET_DOC},
+    COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
 
-METHODS(constant_methods, constant_compute, noop_reset)
-METHODS(exponential_methods, exponential_compute, noop_reset)
-METHODS(full_jitter_methods, full_jitter_compute, noop_reset)
-METHODS(equal_jitter_methods, equal_jitter_compute, noop_reset)
-METHODS(decorrelated_methods, decorrelated_compute, decorrelated_reset)
-METHODS(exponential_with_jitter_methods, exponential_with_jitter_compute, noop_reset)
+static PyMethodDef exponential_methods[] = {
+    {"compute", (PyCFunction)(void (*)(void))exponential_compute, METH_FASTCALL | METH_KEYWORDS,
+     COMPUTE_DOC},
+    {"reset", noop_reset, METH_NOARGS, RESET_DOC},
+    COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
 
-#define TYPE_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC)
+static PyMethodDef full_jitter_methods[] = {
+    {"compute", (PyCFunction)(void (*)(void))full_jitter_compute, METH_FASTCALL | METH_KEYWORDS,
+     COMPUTE_DOC},
+    {"reset", noop_reset, METH_NOARGS, RESET_DOC},
+    COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
 
-#define CAPPED_SLOTS(RICHCOMPARE, METHODS_, DOC)                                  \
-    {Py_tp_doc, (void *)DOC},                                                     \
-    {Py_tp_new, strategy_new},                                                    \
-    {Py_tp_init, capped_init},                                                    \
-    {Py_tp_repr, capped_repr},                                                    \
-    {Py_tp_hash, capped_hash},                                                    \
-    {Py_tp_richcompare, RICHCOMPARE},                                             \
-    {Py_tp_methods, METHODS_}
+static PyMethodDef equal_jitter_methods[] = {
+    {"compute", (PyCFunction)(void (*)(void))equal_jitter_compute, METH_FASTCALL | METH_KEYWORDS,
+     COMPUTE_DOC},
+    {"reset", noop_reset, METH_NOARGS, RESET_DOC},
+    COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef decorrelated_methods[] = {
+    {"compute", (PyCFunction)(void (*)(void))decorrelated_compute, METH_FASTCALL | METH_KEYWORDS,
+     COMPUTE_DOC},
+    {"reset", decorrelated_reset, METH_NOARGS, RESET_DOC},
+    COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef exponential_with_jitter_methods[] = {
+    {"compute", (PyCFunction)(void (*)(void))exponential_with_jitter_compute,
+     METH_FASTCALL | METH_KEYWORDS, COMPUTE_DOC},
+    {"reset", noop_reset, METH_NOARGS, RESET_DOC},
+    COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
 
 static PyType_Slot constant_slots[] = {
     {Py_tp_doc, (void *)"ConstantBackoff(backoff)\n--\n\nThe same delay after every failure."},
+    {Py_tp_methods, constant_methods},
     {Py_tp_new, strategy_new},
     {Py_tp_init, constant_init},
     {Py_tp_repr, constant_repr},
     {Py_tp_hash, constant_hash},
-    {Py_tp_richcompare, constant_richcompare},
-    {Py_tp_methods, constant_methods},
+    {Py_tp_richcompare, strategy_richcompare},
     {Py_tp_getset, constant_getset},
     {Py_tp_traverse, constant_traverse},
     {Py_tp_clear, constant_clear},
@@ -1591,6 +1700,7 @@ static PyType_Slot constant_slots[] = {
     {0, NULL},
 };
 
+/* NoBackoff subclasses ConstantBackoff and inherits the other slots. */
 static PyType_Slot no_backoff_slots[] = {
     {Py_tp_doc, (void *)"NoBackoff()\n--\n\nNo delay: ConstantBackoff(0)."},
     {Py_tp_init, no_backoff_init},
@@ -1601,34 +1711,15 @@ static PyType_Slot no_backoff_slots[] = {
     {0, NULL},
 };
 
-#define CAPPED_TYPE_SLOTS(NAME, RICHCOMPARE, METHODS_, DOC)                       \
-    static PyType_Slot NAME[] = {                                                 \
-        CAPPED_SLOTS(RICHCOMPARE, METHODS_, DOC),                                 \
-        {Py_tp_getset, capped_getset},                                            \
-        {Py_tp_traverse, capped_traverse},                                        \
-        {Py_tp_clear, capped_clear},                                              \
-        {Py_tp_dealloc, capped_dealloc},                                          \
-        {0, NULL},                                                                \
-    };
-
-CAPPED_TYPE_SLOTS(exponential_slots, exponential_richcompare, exponential_methods,
-                  "ExponentialBackoff(cap=0.512, base=0.008)\n--\n\n"
-                  "min(cap, base * 2**failures).")
-CAPPED_TYPE_SLOTS(full_jitter_slots, full_jitter_richcompare, full_jitter_methods,
-                  "FullJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
-                  "uniform(0, min(cap, base * 2**failures)).")
-CAPPED_TYPE_SLOTS(equal_jitter_slots, equal_jitter_richcompare, equal_jitter_methods,
-                  "EqualJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
-                  "temp + uniform(0, temp) with temp = min(cap, base * 2**failures) / 2.")
-CAPPED_TYPE_SLOTS(exponential_with_jitter_slots, exponential_with_jitter_richcompare,
-                  exponential_with_jitter_methods,
-                  "ExponentialWithJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
-                  "min(cap, random() * base * 2**failures).")
-
 static PyType_Slot decorrelated_slots[] = {
-    CAPPED_SLOTS(decorrelated_richcompare, decorrelated_methods,
-                 "DecorrelatedJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
-                 "min(cap, uniform(base, max(base, 3 * previous delay)))."),
+    {Py_tp_doc, (void *)"DecorrelatedJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
+                        "min(cap, uniform(base, max(base, 3 * previous delay)))."},
+    {Py_tp_methods, decorrelated_methods},
+    {Py_tp_new, strategy_new},
+    {Py_tp_init, capped_init},
+    {Py_tp_repr, capped_repr},
+    {Py_tp_hash, capped_hash},
+    {Py_tp_richcompare, strategy_richcompare},
     {Py_tp_getset, decorrelated_getset},
     {Py_tp_traverse, decorrelated_traverse},
     {Py_tp_clear, decorrelated_clear},
@@ -1636,20 +1727,69 @@ static PyType_Slot decorrelated_slots[] = {
     {0, NULL},
 };
 
-#define SPEC(NAME, STRUCT, SLOTS)                                                  \
-    {.name = "redis_backoff_c." NAME, .basicsize = sizeof(STRUCT), .itemsize = 0,  \
-     .flags = TYPE_FLAGS, .slots = SLOTS}
+/* The slots of the four types with just _cap and _base, after their doc and
+ * methods: the same in each. */
+#define CAPPED_SLOTS                                                              \
+    {Py_tp_new, strategy_new},                                                    \
+    {Py_tp_init, capped_init},                                                    \
+    {Py_tp_repr, capped_repr},                                                    \
+    {Py_tp_hash, capped_hash},                                                    \
+    {Py_tp_richcompare, strategy_richcompare},                                    \
+    {Py_tp_getset, capped_getset},                                                \
+    {Py_tp_traverse, capped_traverse},                                            \
+    {Py_tp_clear, capped_clear},                                                  \
+    {Py_tp_dealloc, capped_dealloc}
 
+static PyType_Slot exponential_slots[] = {
+    {Py_tp_doc, (void *)"ExponentialBackoff(cap=0.512, base=0.008)\n--\n\n"
+                        "min(cap, base * 2**failures)."},
+    {Py_tp_methods, exponential_methods},
+    CAPPED_SLOTS,
+    {0, NULL},
+};
+
+static PyType_Slot full_jitter_slots[] = {
+    {Py_tp_doc, (void *)"FullJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
+                        "uniform(0, min(cap, base * 2**failures))."},
+    {Py_tp_methods, full_jitter_methods},
+    CAPPED_SLOTS,
+    {0, NULL},
+};
+
+static PyType_Slot equal_jitter_slots[] = {
+    {Py_tp_doc, (void *)"EqualJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
+                        "temp + uniform(0, temp) with temp = min(cap, base * 2**failures) / 2."},
+    {Py_tp_methods, equal_jitter_methods},
+    CAPPED_SLOTS,
+    {0, NULL},
+};
+
+static PyType_Slot exponential_with_jitter_slots[] = {
+    {Py_tp_doc, (void *)"ExponentialWithJitterBackoff(cap=0.512, base=0.008)\n--\n\n"
+                        "min(cap, random() * base * 2**failures)."},
+    {Py_tp_methods, exponential_with_jitter_methods},
+    CAPPED_SLOTS,
+    {0, NULL},
+};
+
+#define TYPE_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC)
+
+/* {name, basicsize, itemsize, flags, slots} */
 static PyType_Spec specs[RBC_STRATEGY_COUNT] = {
-    [RBC_CONSTANT] = SPEC("ConstantBackoff", ConstantObject, constant_slots),
-    [RBC_NO_BACKOFF] = SPEC("NoBackoff", ConstantObject, no_backoff_slots),
-    [RBC_EXPONENTIAL] = SPEC("ExponentialBackoff", CappedObject, exponential_slots),
-    [RBC_FULL_JITTER] = SPEC("FullJitterBackoff", CappedObject, full_jitter_slots),
-    [RBC_EQUAL_JITTER] = SPEC("EqualJitterBackoff", CappedObject, equal_jitter_slots),
-    [RBC_DECORRELATED_JITTER] =
-        SPEC("DecorrelatedJitterBackoff", DecorrelatedObject, decorrelated_slots),
-    [RBC_EXPONENTIAL_WITH_JITTER] =
-        SPEC("ExponentialWithJitterBackoff", CappedObject, exponential_with_jitter_slots),
+    [RBC_CONSTANT] = {"redis_backoff_c.ConstantBackoff",
+        sizeof(ConstantObject), 0, TYPE_FLAGS, constant_slots},
+    [RBC_NO_BACKOFF] = {"redis_backoff_c.NoBackoff",
+        sizeof(ConstantObject), 0, TYPE_FLAGS, no_backoff_slots},
+    [RBC_EXPONENTIAL] = {"redis_backoff_c.ExponentialBackoff",
+        sizeof(CappedObject), 0, TYPE_FLAGS, exponential_slots},
+    [RBC_FULL_JITTER] = {"redis_backoff_c.FullJitterBackoff",
+        sizeof(CappedObject), 0, TYPE_FLAGS, full_jitter_slots},
+    [RBC_EQUAL_JITTER] = {"redis_backoff_c.EqualJitterBackoff",
+        sizeof(CappedObject), 0, TYPE_FLAGS, equal_jitter_slots},
+    [RBC_DECORRELATED_JITTER] = {"redis_backoff_c.DecorrelatedJitterBackoff",
+        sizeof(DecorrelatedObject), 0, TYPE_FLAGS, decorrelated_slots},
+    [RBC_EXPONENTIAL_WITH_JITTER] = {"redis_backoff_c.ExponentialWithJitterBackoff",
+        sizeof(CappedObject), 0, TYPE_FLAGS, exponential_with_jitter_slots},
 };
 /* clang-format on */
 
@@ -1735,24 +1875,13 @@ init_constants(rbc_strategies_state *ss)
     return 0;
 }
 
-static int
-is_strategy_type(rbc_strategies_state *ss, PyTypeObject *type)
-{
-    for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
-        if (ss->types[kind] == type) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* The type's compute or reset as it finds it now (borrowed), or NULL when
  * absent: in its own dict or in a base that is one of the seven (NoBackoff
  * inherits ConstantBackoff's). */
 static PyObject *
 own_method(rbc_strategies_state *ss, PyTypeObject *type, PyObject *name)
 {
-    for (; type != NULL && is_strategy_type(ss, type); type = type->tp_base) {
+    for (; type != NULL && type_kind(ss, type) >= 0; type = type->tp_base) {
         PyObject *found = PyDict_GetItemWithError(type->tp_dict, name);
         if (found != NULL || PyErr_Occurred()) {
             return found;
