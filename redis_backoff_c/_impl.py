@@ -40,12 +40,40 @@ __all__ = [
 ]
 
 
-def _extension_file_present() -> bool:
-    package_dir = os.path.dirname(os.path.abspath(__file__))
+def _has_extension_file(package_dir: str) -> bool:
     return any(
         os.path.exists(os.path.join(package_dir, "_speedups" + suffix))
         for suffix in importlib.machinery.EXTENSION_SUFFIXES
     )
+
+
+def _shadowed_install(package_dir: str) -> str | None:
+    """Another redis_backoff_c further down sys.path that has the extension.
+
+    The usual case: ``python -m ...`` run in a source checkout puts the
+    working directory first on sys.path, so the checkout's package, which has
+    no compiled extension, hides the installed one."""
+    for entry in sys.path:
+        candidate = os.path.join(os.path.abspath(entry or os.curdir), "redis_backoff_c")
+        if os.path.normcase(candidate) != os.path.normcase(package_dir) and (
+            _has_extension_file(candidate)
+        ):
+            return candidate
+    return None
+
+
+def _missing_extension_reason() -> str:
+    package_dir = os.path.dirname(os.path.abspath(__file__))
+    installed = _shadowed_install(package_dir)
+    if installed is not None:
+        return (
+            f"the redis_backoff_c imported from {package_dir} has no C extension and "
+            f"shadows the installed one in {installed} (the working directory comes "
+            "first on sys.path: run from another directory, or with python -I)"
+        )
+    # Installed without it: setup.py falls back to the pure-Python package
+    # when the extension cannot be built.
+    return "the C extension is not installed (its build failed or was skipped)"
 
 
 def _load() -> tuple[ModuleType | None, str | None]:
@@ -56,10 +84,8 @@ def _load() -> tuple[ModuleType | None, str | None]:
     try:
         from redis_backoff_c import _speedups
     except ImportError as error:
-        if not _extension_file_present():
-            # Installed without it: setup.py falls back to the pure-Python
-            # package when the extension cannot be built.
-            return None, "the C extension is not installed (its build failed or was skipped)"
+        if not _has_extension_file(os.path.dirname(os.path.abspath(__file__))):
+            return None, _missing_extension_reason()
         return None, f"the C extension could not be imported: {error}"
     return _speedups, None
 

@@ -15,6 +15,7 @@ import tempfile
 import time
 
 import redis_backoff_c
+from redis_backoff_c import _impl
 
 from . import _cases, _report, _timing
 from ._timing import Clock, Unavailable, measure_memory, time_interleaved
@@ -302,6 +303,14 @@ def cpu_model():
 
 def main(argv=None):
     args = parse_args(argv)
+    if redis_backoff_c.IMPLEMENTATION != "c":
+        # Both sides would be redis-py's own classes: nothing to measure.
+        print(
+            "error: the benchmark compares the C extension with redis-py, and the "
+            f"extension is not in use: {_impl.FALLBACK_REASON}",
+            file=sys.stderr,
+        )
+        return 2
     if args.plot:
         try:
             import matplotlib  # noqa: F401

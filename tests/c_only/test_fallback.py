@@ -6,6 +6,7 @@ the first import."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -155,3 +156,59 @@ def test_fallback_refuses_the_fast_source():
         _impl._python_set_random_source("fast", seed=3)
     _impl._python_set_random_source("python")
     assert _impl._python_get_random_source() == "python"
+
+
+def _checkout_copy(tmp_path):
+    """A source checkout's package: the installed package's Python files,
+    without the compiled extension, in a directory of its own."""
+    installed = os.path.dirname(redis_backoff_c.__file__)
+    checkout = tmp_path / "checkout"
+    shutil.copytree(
+        installed,
+        checkout / "redis_backoff_c",
+        ignore=shutil.ignore_patterns("_speedups*", "__pycache__"),
+    )
+    return installed, checkout
+
+
+def test_a_checkout_that_shadows_the_install_says_so(tmp_path):
+    # `python -m ...` in a source checkout: the working directory comes
+    # first on sys.path, and its package has no compiled extension.
+    if _impl.IMPLEMENTATION != "c":
+        pytest.skip("this run has no installed extension to shadow")
+    installed, checkout = _checkout_copy(tmp_path)
+    env = dict(os.environ)
+    env.pop("REDIS_BACKOFF_C_DISABLE", None)
+    code = (
+        "import warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import redis_backoff_c\n"
+        "print(redis_backoff_c.__file__)\n"
+        "print(redis_backoff_c.IMPLEMENTATION)\n"
+        "print([str(w.message) for w in caught if 'redis_backoff_c' in str(w.message)])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=checkout, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    imported, implementation, warned = done.stdout.splitlines()
+    assert imported.startswith(str(checkout))
+    assert implementation == "python"
+    assert "shadows the installed one in " + installed in warned
+    assert "python -I" in warned
+
+
+def test_the_benchmark_refuses_to_compare_redis_py_with_itself(tmp_path):
+    env = dict(os.environ, REDIS_BACKOFF_C_DISABLE="1")
+    done = subprocess.run(
+        [sys.executable, "-I", "-m", "redis_backoff_c.bench", "--tiny"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "the extension is not in use: REDIS_BACKOFF_C_DISABLE is set" in done.stderr
+    assert done.stdout == ""
