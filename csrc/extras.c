@@ -500,11 +500,14 @@ stats_setstate(PyObject *self, PyObject *state)
         }
     }
     double slept = 0.0;
-    PyObject *item = PyDict_GetItemWithError(state, es->str_slept_seconds);
+    /* Owned: its __float__ may empty the dict that holds it. */
+    PyObject *item = Py_XNewRef(PyDict_GetItemWithError(state, es->str_slept_seconds));
     if (item == NULL && PyErr_Occurred()) {
         return NULL;
     }
-    if (item != NULL && real_value("RetryStats.__setstate__", "slept_seconds", item, &slept) < 0) {
+    int status = item == NULL ? 0 : real_value("RetryStats.__setstate__", "slept_seconds", item, &slept);
+    Py_XDECREF(item);
+    if (status < 0) {
         return NULL;
     }
     rbc_stats_object *me = STATS(self);
@@ -676,8 +679,12 @@ store_deadline(const char *owner, const char *name, rbc_retry_object *self, PyOb
     if (extras == NULL) {
         return -1;
     }
-    Py_XSETREF(extras->deadline, Py_NewRef(value));
+    /* Both fields written before the old value goes: its __del__ may
+     * change the extras, even free the block. */
+    PyObject *old = extras->deadline;
+    extras->deadline = Py_NewRef(value);
     extras->deadline_seconds = seconds;
+    Py_XDECREF(old);
     return 0;
 }
 
@@ -856,22 +863,25 @@ rbc_retry_extras_repr(const rbc_retry_object *self)
 }
 
 int
-rbc_retry_extras_state(rbc_state *st, const rbc_retry_object *self, PyObject *state)
+rbc_retry_extras_items(rbc_state *st, const rbc_retry_object *self, PyObject **keys,
+                       PyObject **values)
 {
     const rbc_retry_extras *extras = self->extras;
     if (extras == NULL) {
         return 0;
     }
     rbc_extras_state *es = &st->extras;
-    if ((extras->deadline != NULL
-         && PyDict_SetItem(state, es->str_deadline, extras->deadline) < 0)
-        || (extras->budget != NULL
-            && PyDict_SetItem(state, es->str_budget, (PyObject *)extras->budget) < 0)
-        || (extras->stats != NULL
-            && PyDict_SetItem(state, es->str_stats, (PyObject *)extras->stats) < 0)) {
-        return -1;
+    PyObject *set[3] = {extras->deadline, (PyObject *)extras->budget, (PyObject *)extras->stats};
+    PyObject *names[3] = {es->str_deadline, es->str_budget, es->str_stats};
+    int count = 0;
+    for (int i = 0; i < 3; i++) {
+        if (set[i] != NULL) {
+            keys[count] = names[i];
+            values[count] = Py_NewRef(set[i]);
+            count++;
+        }
     }
-    return 0;
+    return count;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -116,8 +116,13 @@ void rbc_retry_extras_clear(rbc_retry_object *self);
 int rbc_retry_extras_equal(const rbc_retry_object *self, const rbc_retry_object *other);
 /* ", deadline=..., budget=..., stats=..." for the extras that are set. */
 PyObject *rbc_retry_extras_repr(const rbc_retry_object *self);
-/* Adds "deadline", "budget", "stats" (those set) to a pickle state dict. */
-int rbc_retry_extras_state(struct rbc_state *st, const rbc_retry_object *self, PyObject *state);
+/* The pickle state's entries for the extras that are set: writes up to
+ * three keys ("deadline", "budget", "stats", borrowed from module state)
+ * and values (new references) and returns how many.  Taken before any is
+ * stored, since storing into a dict with a subclass's keys may run code
+ * that frees the block. */
+int rbc_retry_extras_items(struct rbc_state *st, const rbc_retry_object *self, PyObject **keys,
+                           PyObject **values);
 
 /* Attributes deadline, budget, stats (in rbc_retry_getset). */
 PyObject *rbc_retry_deadline_get(PyObject *self, void *closure);

@@ -270,6 +270,18 @@ set_checker(rbc_retry_object *self, PyObject *checker)
     Py_XSETREF(self->is_retryable, checker == Py_None ? NULL : Py_NewRef(checker));
 }
 
+/* _retries and its C value, both written before the old object goes: its
+ * __del__ may set _retries again, and the loop must read what
+ * get_retries() says. */
+static void
+store_retries_value(rbc_retry_object *self, PyObject *retries, long long value)
+{
+    PyObject *old = self->retries;
+    self->retries = Py_NewRef(retries);
+    self->retries_value = value;
+    Py_XDECREF(old);
+}
+
 static void
 set_errors(rbc_retry_object *self, PyObject *tuple)
 {
@@ -297,9 +309,12 @@ rbc_retry_set_parameters(const rbc_retry_flavor *fl, rbc_retry_object *self,
     else if ((errors = checked_errors(fl->name, "supported_errors", supported_errors)) == NULL) {
         return -1;
     }
+    /* Assigned one by one in redis-py's order, each old value released
+     * after its field is written, as `self._backoff = backoff` and so on
+     * would: a __del__ of one finds the fields before it set and may
+     * assign those after it, which this then overwrites. */
     Py_XSETREF(self->backoff, Py_NewRef(backoff));
-    Py_XSETREF(self->retries, Py_NewRef(retries));
-    self->retries_value = value;
+    store_retries_value(self, retries, value);
     set_errors(self, errors);
     set_checker(self, is_retryable);
     return 0;
@@ -568,8 +583,7 @@ store_retries(PyObject *self, PyObject *value, const char *owner, const char *na
     if (check_retries(owner, name, value, &v) < 0) {
         return -1;
     }
-    Py_XSETREF(RETRY(self)->retries, Py_NewRef(value));
-    RETRY(self)->retries_value = v;
+    store_retries_value(RETRY(self), value, v);
     return 0;
 }
 
@@ -690,11 +704,14 @@ rbc_retry_update_supported_errors(PyObject *self, PyObject *const *args, Py_ssiz
         < 0) {
         return NULL;
     }
+    /* Read first, as redis-py's expression does: iterating the argument
+     * may assign _supported_errors. */
+    PyObject *current = field_or_none(RETRY(self)->supported_errors);
     PyObject *added = checked_errors("update_supported_errors", "specified_errors", specified);
     if (added == NULL) {
+        Py_DECREF(current);
         return NULL;
     }
-    PyObject *current = field_or_none(RETRY(self)->supported_errors);
     PyObject *joined = PySequence_Concat(current, added);
     Py_DECREF(current);
     Py_DECREF(added);
@@ -840,20 +857,22 @@ memo_store(PyObject *memo, PyObject *original, PyObject *copy)
     if (keep_key == NULL) {
         return -1;
     }
-    PyObject *keep = PyDict_GetItemWithError(memo, keep_key);
+    /* Owned, not borrowed from the memo: storing into it may run a key's
+     * __eq__, which may replace or remove the entry. */
+    PyObject *keep = Py_XNewRef(PyDict_GetItemWithError(memo, keep_key));
     if (keep == NULL && !PyErr_Occurred()) {
         keep = PyList_New(0);
         status = keep == NULL ? -1 : PyDict_SetItem(memo, keep_key, keep);
-        Py_XDECREF(keep); /* the memo holds it now */
     }
     else {
         status = keep == NULL ? -1 : 0;
     }
     Py_DECREF(keep_key);
-    if (status < 0) {
-        return -1;
+    if (status == 0 && PyList_Check(keep)) {
+        status = PyList_Append(keep, original);
     }
-    return PyList_Check(keep) ? PyList_Append(keep, original) : 0;
+    Py_XDECREF(keep);
+    return status;
 }
 
 /* Functions, builtin functions and classes: copy.deepcopy returns them as
@@ -866,9 +885,10 @@ is_atomic_callable(PyObject *obj)
 }
 
 /* copy.deepcopy(obj, memo), without the Python call for what deepcopy
- * returns as it is and for unmodified C strategies. */
+ * returns as it is and for unmodified C strategies.  `obj` is owned by the
+ * caller: a field of the copy, which a memo key's __eq__ may replace. */
 static PyObject *
-deepcopy_field(rbc_state *st, PyObject *obj, PyObject *memo)
+deepcopy_owned_field(rbc_state *st, PyObject *obj, PyObject *memo)
 {
     if (obj == Py_None || PyLong_CheckExact(obj) || PyBool_Check(obj)
         || PyFloat_CheckExact(obj)) {
@@ -898,6 +918,17 @@ deepcopy_field(rbc_state *st, PyObject *obj, PyObject *memo)
     }
     PyObject *memo_arg = memo != NULL ? memo : Py_None;
     return PyObject_CallFunctionObjArgs(core_of(st)->copy_deepcopy, obj, memo_arg, NULL);
+}
+
+/* deepcopy_owned_field of a field read now: the field is held for the
+ * whole copy, whatever the code it runs assigns. */
+static PyObject *
+deepcopy_field(rbc_state *st, PyObject *field, PyObject *memo)
+{
+    PyObject *obj = field_or_none(field);
+    PyObject *copy = deepcopy_owned_field(st, obj, memo);
+    Py_DECREF(obj);
+    return copy;
 }
 
 /* A tuple of classes deep-copies to itself; so does the None that a
@@ -957,11 +988,15 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
     }
     Py_SETREF(c->backoff, backoff);
     if (!PyLong_CheckExact(c->retries) && !PyBool_Check(c->retries)) {
+        /* The copy's own value, which its __deepcopy__ chose. */
         PyObject *retries = deepcopy_field(st, c->retries, memo);
-        if (retries == NULL) {
+        long long value;
+        if (retries == NULL || check_retries("__deepcopy__", "_retries", retries, &value) < 0) {
+            Py_XDECREF(retries);
             goto error;
         }
-        Py_SETREF(c->retries, retries);
+        store_retries_value(c, retries, value);
+        Py_DECREF(retries);
     }
     if (!all_classes(c->supported_errors)) {
         PyObject *errors = deepcopy_field(st, c->supported_errors, memo);
@@ -1013,6 +1048,10 @@ flavor_of(rbc_state *st, PyObject *self)
  * supported_errors, which __new__ gives, are left out of the state: pickle
  * protocols 0-2 would store socket.timeout (builtins.TimeoutError) as
  * OSError, for Python 2. */
+/* _backoff, _retries, _supported_errors, _is_retryable and the three
+ * extras. */
+#define REDUCE_ITEMS 7
+
 PyObject *
 rbc_retry_reduce(PyObject *self, PyObject *unused)
 {
@@ -1040,15 +1079,33 @@ rbc_retry_reduce(PyObject *self, PyObject *unused)
     if (rbc_slots_to_state(&st->slots, self, state) < 0) {
         goto error;
     }
+    /* Every field taken (owned) before any is stored: storing into a dict
+     * that holds a subclass's keys may run their __eq__, which may assign
+     * the fields or free the extras block. */
     rbc_retry_object *me = RETRY(self);
-    PyObject *retries = me->retries != NULL ? me->retries : st->common.int_zero;
-    if (PyDict_SetItem(state, st->common.str_backoff, me->backoff ? me->backoff : Py_None) < 0
-        || PyDict_SetItem(state, cs->str_retries, retries) < 0
-        || (me->supported_errors != NULL && !is_default_errors(st, self)
-            && PyDict_SetItem(state, cs->str_supported_errors, me->supported_errors) < 0)
-        || (me->is_retryable != NULL
-            && PyDict_SetItem(state, cs->str_is_retryable, me->is_retryable) < 0)
-        || rbc_retry_extras_state(st, me, state) < 0) {
+    PyObject *keys[REDUCE_ITEMS], *values[REDUCE_ITEMS];
+    int count = 0;
+    keys[count] = st->common.str_backoff;
+    values[count++] = field_or_none(me->backoff);
+    keys[count] = cs->str_retries;
+    values[count++] = Py_NewRef(me->retries != NULL ? me->retries : st->common.int_zero);
+    if (me->supported_errors != NULL && !is_default_errors(st, self)) {
+        keys[count] = cs->str_supported_errors;
+        values[count++] = Py_NewRef(me->supported_errors);
+    }
+    if (me->is_retryable != NULL) {
+        keys[count] = cs->str_is_retryable;
+        values[count++] = Py_NewRef(me->is_retryable);
+    }
+    count += rbc_retry_extras_items(st, me, keys + count, values + count);
+    int status = 0;
+    for (int i = 0; i < count && status == 0; i++) {
+        status = PyDict_SetItem(state, keys[i], values[i]);
+    }
+    for (int i = 0; i < count; i++) {
+        Py_DECREF(values[i]);
+    }
+    if (status < 0) {
         goto error;
     }
     return Py_BuildValue("O(O)N", st->common.copyreg_newobj, (PyObject *)Py_TYPE(self), state);
@@ -1111,40 +1168,30 @@ errors_set_of(const rbc_retry_flavor *fl, rbc_retry_object *self)
 
 #define EQ_FIELDS 4
 
-/* The fields of `other` (_backoff, _retries, _supported_errors,
- * _is_retryable): direct for our objects, getattr for redis-py's, whose
- * Retry has no _is_retryable before 8.2: None then. */
-static int
-other_fields(rbc_state *st, const rbc_retry_flavor *fl, PyObject *other, PyObject **fields)
+/* Field `i` of `other` (_backoff, _retries, _supported_errors,
+ * _is_retryable), read when redis-py's `and` reaches it: direct for our
+ * objects, getattr for redis-py's, whose Retry has no _is_retryable before
+ * 8.2: None then.  A new reference, or NULL. */
+static PyObject *
+other_field(rbc_state *st, const rbc_retry_flavor *fl, PyObject *other, int i)
 {
     if (Py_IS_TYPE(other, fl->type)) {
-        fields[0] = field_or_none(RETRY(other)->backoff);
-        fields[1] = field_or_none(RETRY(other)->retries);
-        fields[2] = field_or_none(RETRY(other)->supported_errors);
-        fields[3] = field_or_none(RETRY(other)->is_retryable);
-        return 0;
+        rbc_retry_object *them = RETRY(other);
+        PyObject *fields[EQ_FIELDS] = {them->backoff, them->retries, them->supported_errors,
+                                       them->is_retryable};
+        return field_or_none(fields[i]);
     }
     rbc_retry_core_state *cs = core_of(st);
-    PyObject *names[EQ_FIELDS - 1] = {st->common.str_backoff, cs->str_retries, cs->str_supported_errors};
-    int i = 0;
-    for (; i < EQ_FIELDS - 1; i++) {
-        fields[i] = PyObject_GetAttr(other, names[i]);
-        if (fields[i] == NULL) {
-            goto error;
-        }
+    PyObject *names[EQ_FIELDS] = {st->common.str_backoff, cs->str_retries,
+                                  cs->str_supported_errors, cs->str_is_retryable};
+    if (i < EQ_FIELDS - 1) {
+        return PyObject_GetAttr(other, names[i]);
     }
-    if (rbc_get_optional_attr(other, cs->str_is_retryable, &fields[i]) < 0) {
-        goto error;
+    PyObject *value;
+    if (rbc_get_optional_attr(other, names[i], &value) < 0) {
+        return NULL;
     }
-    if (fields[i] == NULL) {
-        fields[i] = Py_NewRef(Py_None);
-    }
-    return 0;
-error:
-    for (int j = 0; j < i; j++) {
-        Py_CLEAR(fields[j]);
-    }
-    return -1;
+    return value != NULL ? value : Py_NewRef(Py_None);
 }
 
 /* set(mine) == set(theirs). */
@@ -1167,25 +1214,6 @@ same_error_sets(const rbc_retry_flavor *fl, rbc_retry_object *self, PyObject *th
     Py_DECREF(mine);
     Py_DECREF(their_set);
     return result;
-}
-
-/* `result and mine == theirs`, for the checkers (two Nones: equal, no
- * call).  Steals result; returns a new reference, or NULL. */
-static PyObject *
-and_same_checkers(PyObject *result, PyObject *mine, PyObject *theirs)
-{
-    int truth = PyObject_IsTrue(result);
-    if (truth == 0) {
-        return result; /* falsy: `and` stops at it */
-    }
-    Py_DECREF(result);
-    if (truth < 0) {
-        return NULL;
-    }
-    if (mine == Py_None && theirs == Py_None) {
-        Py_RETURN_TRUE;
-    }
-    return PyObject_RichCompare(mine, theirs, Py_EQ);
 }
 
 /* `result and <the extras of self and other are equal>` (other NULL: a
@@ -1213,43 +1241,44 @@ and_same_extras(PyObject *result, rbc_retry_object *self, rbc_retry_object *othe
 static PyObject *
 retry_equal(rbc_state *st, const rbc_retry_flavor *fl, rbc_retry_object *self, PyObject *other)
 {
-    PyObject *fields[EQ_FIELDS];
-    if (other_fields(st, fl, other, fields) < 0) {
-        return NULL;
-    }
-    PyObject *mine[3] = {field_or_none(self->backoff), field_or_none(self->retries),
-                         field_or_none(self->is_retryable)};
     PyObject *result = NULL;
-    for (int i = 0; i < 2; i++) {
-        result = PyObject_RichCompare(mine[i], fields[i], Py_EQ);
-        if (result == NULL) {
-            goto done;
+    /* Each pair read just before it is compared, as redis-py's `and`
+     * does: comparing one pair may assign the fields of the next. */
+    for (int i = 0; i < EQ_FIELDS; i++) {
+        PyObject *theirs = other_field(st, fl, other, i);
+        if (theirs == NULL) {
+            return NULL;
+        }
+        if (i == 2) {
+            result = same_error_sets(fl, self, theirs);
+        }
+        else {
+            PyObject *own[EQ_FIELDS] = {self->backoff, self->retries, NULL, self->is_retryable};
+            PyObject *mine = field_or_none(own[i]);
+            /* Two Nones (no checkers): equal, without a call. */
+            result = mine == Py_None && theirs == Py_None
+                         ? Py_NewRef(Py_True)
+                         : PyObject_RichCompare(mine, theirs, Py_EQ);
+            Py_DECREF(mine);
+        }
+        Py_DECREF(theirs);
+        if (result == NULL || i == EQ_FIELDS - 1) {
+            break;
         }
         int truth = PyObject_IsTrue(result);
         if (truth <= 0) {
             if (truth < 0) {
                 Py_CLEAR(result);
             }
-            goto done;
+            return result; /* falsy: `and` stops at it */
         }
         Py_DECREF(result);
-    }
-    result = same_error_sets(fl, self, fields[2]);
-    if (result != NULL) {
-        result = and_same_checkers(result, mine[2], fields[3]);
     }
     rbc_retry_object *ours = PyObject_TypeCheck(other, fl->type) ? RETRY(other) : NULL;
     if (result != NULL && (self->extras != NULL || (ours != NULL && ours->extras != NULL))) {
         /* The extras too, when either side has some (redis-py's Retry has
          * none); without, the value of redis-py's `and` stays. */
         result = and_same_extras(result, self, ours);
-    }
-done:
-    for (int i = 0; i < 3; i++) {
-        Py_DECREF(mine[i]);
-    }
-    for (int i = 0; i < EQ_FIELDS; i++) {
-        Py_DECREF(fields[i]);
     }
     return result;
 }

@@ -95,15 +95,18 @@ rbc_slots_to_state(rbc_slots_state *sl, PyObject *self, PyObject *state)
         return PyErr_Occurred() ? -1 : 0;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
-        PyObject *name = PyList_GET_ITEM(names, i);
+        /* Owned: reading the slot may run code that empties the list. */
+        PyObject *name = Py_NewRef(PyList_GET_ITEM(names, i));
         PyObject *value = slot_value(self, name);
         if (value == NULL) {
+            Py_DECREF(name);
             if (PyErr_Occurred()) {
                 goto error;
             }
             continue;
         }
         int status = PyDict_SetItem(state, name, value);
+        Py_DECREF(name);
         Py_DECREF(value);
         if (status < 0) {
             goto error;
@@ -124,9 +127,12 @@ rbc_slots_copy(rbc_slots_state *sl, PyObject *self, PyObject *copy, PyObject *me
         return PyErr_Occurred() ? -1 : 0;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
-        PyObject *name = PyList_GET_ITEM(names, i);
+        /* Owned: reading and deep-copying the slot may run code that
+         * empties the list. */
+        PyObject *name = Py_NewRef(PyList_GET_ITEM(names, i));
         PyObject *value = slot_value(self, name);
         if (value == NULL) {
+            Py_DECREF(name);
             if (PyErr_Occurred()) {
                 goto error;
             }
@@ -135,10 +141,12 @@ rbc_slots_copy(rbc_slots_state *sl, PyObject *self, PyObject *copy, PyObject *me
         if (memo != NULL) {
             Py_SETREF(value, PyObject_CallFunctionObjArgs(sl->deepcopy, value, memo, NULL));
             if (value == NULL) {
+                Py_DECREF(name);
                 goto error;
             }
         }
         int status = PyObject_SetAttr(copy, name, value);
+        Py_DECREF(name);
         Py_DECREF(value);
         if (status < 0) {
             goto error;

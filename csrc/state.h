@@ -14,6 +14,20 @@
  * status) set.  Another outcome with its own cleanup (async_call.c's
  * re-raise of the handled error) gets its own label likewise.  A function
  * that owns one reference, released on one early return, stays as it is.
+ *
+ * Memory safety, in every C file: any call that can run Python code may
+ * mutate or free what the C code is looking at.  That is any call, an
+ * attribute get or set, a dict store or lookup with a key the user chose
+ * (its __hash__ and __eq__), a rich compare, a hash, a number conversion
+ * (__float__, __index__), an isinstance check (a metaclass hook),
+ * copy.deepcopy, and every Py_DECREF, Py_SETREF or Py_CLEAR of a user's
+ * object (its __del__).  Across such a call, hold no borrowed reference
+ * (a field, a list or tuple item, a dict value) and no pointer into memory
+ * an object owns (the extras block, a field's address): take a strong
+ * reference first, or read again after the call.  When storing a field,
+ * write it, and any C value cached beside it, before releasing the old
+ * value (Py_XSETREF does that for one field; for two, hold the old one
+ * and release it last).
  */
 #ifndef RBC_STATE_H
 #define RBC_STATE_H

@@ -269,8 +269,12 @@ surely_capped(rbc_strategies_state *ss, PyObject *cap, PyObject *x)
         return 0;
     }
     double cap_value = PyFloat_AsDouble(cap);
+    if (cap_value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
     double x_value = PyFloat_AsDouble(x);
-    if (PyErr_Occurred()) {
+    if (x_value == -1.0 && PyErr_Occurred()) {
         PyErr_Clear();
         return 0;
     }
