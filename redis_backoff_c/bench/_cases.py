@@ -3,7 +3,7 @@
 A case names the sides it times (each built lazily by a factory that may
 raise :class:`Unavailable`) and the rows it reports.  A row compares two
 sides (or three, for an overhead above a reference); its target is one of
-the project's performance targets (the README's "Performance" section).
+the project's performance targets (docs/performance.md).
 """
 
 import asyncio
