@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
 # The benchmark on every supported CPython installed here, one after the
-# other, each into docs/bench-3.X.json, then the per-version table of the
-# headline rows (the README's Performance section shows it).
+# other, each into bench-3.X.json, then the per-version table of the
+# headline rows (the docs' performance page and the README show it).
 #
 #   bash scripts/bench-matrix.sh [benchmark arguments...]
 #   bash scripts/bench-matrix.sh --quick --no-e2e     # a minute per version
+#   OUT=docs bash scripts/bench-matrix.sh --quick --no-e2e   # update the docs' figures
+#   bash scripts/bench-matrix.sh --where              # say where it would write, and stop
 #
 # Interpreters: $PYTHONS (space-separated paths) if set, else every
 # python3.10 - python3.13 found under $(pyenv root)/versions, else on PATH.
 # Each gets its own virtualenv, .venv-bench-3.X, with a real (non-editable)
 # install of the package and its bench extra.  The benchmark runs with
 # `python -I` from a scratch directory, so it times the installed build.
-# OUT (default docs) is where the JSON files go; VENV_PREFIX (default
-# .venv-bench-) names the virtualenvs, VENV_PREFIX=.venv- reuses those of
-# scripts/test.sh runs made with VENV=.venv-3.X.
+# OUT is where the JSON files go: bench-results/ in the repository by
+# default (not tracked); the files under docs/ (docs/bench-3.X.json, which
+# the docs build renders) change only when asked, with OUT=docs.
+# VENV_PREFIX (default .venv-bench-) names the virtualenvs; VENV_PREFIX=.venv-
+# reuses those of scripts/test.sh runs made with VENV=.venv-3.X.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
-OUT=${OUT:-$repo/docs}
+OUT=${OUT:-$repo/bench-results}
+case "$OUT" in /*) ;; *) OUT="$repo/$OUT" ;; esac
 VENV_PREFIX=${VENV_PREFIX:-.venv-bench-}
 say() { printf 'bench-matrix: %s\n' "$*" >&2; }
+if [ "${1:-}" = --where ]; then
+    echo "$OUT"
+    exit 0
+fi
 
 find_pythons() {
     if [ -n "${PYTHONS:-}" ]; then

@@ -62,7 +62,7 @@ def _choose_design() -> str:
         raise ValueError(
             f"REDIS_BACKOFF_C_ASYNC_DESIGN must be 'awaitable' or 'coroutine', not {forced!r}"
         )
-    # Measured (callgrind and scripts/bench-matrix.sh): README, "Two asyncio designs".
+    # Measured (callgrind and scripts/bench-matrix.sh): docs/architecture.md.
     return "coroutine" if sys.version_info >= (3, 12) else "awaitable"
 
 

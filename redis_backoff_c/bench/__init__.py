@@ -2,7 +2,7 @@
 
 Times every operation of the compatibility contract for redis-py and for
 redis_backoff_c in one process, interleaved, against the project's
-performance targets (the README's "Performance" section); also redis-py
+performance targets (docs/performance.md); also redis-py
 against other retry libraries (tenacity, stamina, backoff) and end to end
 through a real redis-server.
 """

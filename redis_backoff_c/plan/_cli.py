@@ -6,8 +6,8 @@ import argparse
 import inspect
 import json
 import math
+import os
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +23,9 @@ EPILOG = """\
 POLICY is an expression of the package's constructors and numbers, e.g.
   "Retry(ExponentialWithJitterBackoff(base=0.01, cap=1), 10)"
 It is parsed, never evaluated. Figures marked ~ are sampled; the others are exact.
+In the herd table, peak/100ms* is the most attempts in one 100 ms bin from the
+end of the outage on (the burst the server meets when it comes back).
+Exit status: 0 done, 2 a bad argument, policy or output path (one line on stderr).
 """
 
 
@@ -185,16 +188,20 @@ def format_herd(reports: Sequence[HerdReport]) -> str:
     ]
     width = max(len(r.policy) for r in reports)
     lines.append(
-        f"{'policy':<{width}}  {'attempts':>9} {'peak/100ms':>10} {'succeeded':>9} "
+        f"{'policy':<{width}}  {'attempts':>9} {'peak/100ms*':>11} {'succeeded':>9} "
         f"{'gave up':>8} {'unfinished':>10} {'last done':>10}"
     )
     for r in reports:
         lines.append(
-            f"{r.policy:<{width}}  {r.total_attempts:>9,} {r.peak_after_recovery:>10,} "
+            f"{r.policy:<{width}}  {r.total_attempts:>9,} {r.peak_after_recovery:>11,} "
             f"{r.succeeded:>9,} {r.gave_up:>8,} {r.unfinished:>10,} "
             f"{format_seconds(r.last_finished):>10}"
         )
         lines.extend(f"note ({r.policy}): {note}" for note in r.notes)
+    lines.append(
+        f"* peak/100ms: the most attempts in one 100 ms bin from the server's "
+        f"recovery ({format_seconds(first.outage)}) on"
+    )
     finding = aws_finding(reports)
     if finding:
         lines.append(finding)
@@ -281,19 +288,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not policies:
         parser.error("give a POLICY, --compare POLICIES or --redis-defaults")
-    started = time.perf_counter()
+    # Checked before any work, so that a run of minutes does not end in a
+    # traceback at the last step.
+    problem = _output_problem("--json", args.json) or _output_problem("--plot", args.plot)
+    if problem is None and args.plot:
+        problem = _plot_problem()
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         if args.herd is not None:
-            return _run_herd(args, policies, started)
-        return _run_describe(args, policies, started)
+            return _run_herd(args, policies)
+        return _run_describe(args, policies)
     except (TypeError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # the output path went away or is not writable
+        print(
+            f"error: cannot write {error.filename or 'the output'}: {error.strerror}",
+            file=sys.stderr,
+        )
+        return 2
 
 
-def _run_describe(
-    args: argparse.Namespace, policies: list[tuple[str, Any, float | None]], started: float
-) -> int:
+def _output_problem(option: str, path: str | None) -> str | None:
+    """Why PATH cannot be written as a file, or None."""
+    if not path:
+        return None
+    if os.path.isdir(path):
+        return f"{option} {path}: is a directory; give a file name"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"{option} {path}: no such directory: {parent}"
+    if not os.access(parent, os.W_OK):
+        return f"{option} {path}: directory not writable: {parent}"
+    return None
+
+
+def _plot_problem() -> str | None:
+    """Why --plot cannot draw here (no matplotlib), or None."""
+    from redis_backoff_c.plan._plot import matplotlib_missing
+
+    return matplotlib_missing()
+
+
+def _run_describe(args: argparse.Namespace, policies: list[tuple[str, Any, float | None]]) -> int:
     results: list[Description] = []
     for label, retry, attempt in policies:
         attempt_time = attempt if attempt is not None else (args.attempt_time or 0.0)
@@ -330,7 +369,6 @@ def _run_describe(
     if len(results) > 1:
         print(format_summary(results))
         print()
-    print(f"({time.perf_counter() - started:.2f} s)")
     if args.json:
         payload: Any = [r.to_json() for r in results] if len(results) > 1 else results[0].to_json()
         _write_json(args.json, _finite(payload))
@@ -347,9 +385,7 @@ def _run_describe(
     return 0
 
 
-def _run_herd(
-    args: argparse.Namespace, policies: list[tuple[str, Any, float | None]], started: float
-) -> int:
+def _run_herd(args: argparse.Namespace, policies: list[tuple[str, Any, float | None]]) -> int:
     reports = []
     attempt_time = args.attempt_time if args.attempt_time is not None else 0.001
     for label, retry, _attempt in policies:
@@ -369,7 +405,6 @@ def _run_herd(
             )
         )
     print(format_herd(reports))
-    print(f"({time.perf_counter() - started:.2f} s)")
     if args.json:
         _write_json(args.json, [r.to_json() for r in reports])
     if args.plot:

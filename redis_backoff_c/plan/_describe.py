@@ -20,7 +20,7 @@ from redis_backoff_c.plan._policy import (
     parameters,
     retries_of,
 )
-from redis_backoff_c.plan._stats import FIELDS, Figures, sampled_figures
+from redis_backoff_c.plan._stats import FIELDS, Figures, exact_sum, sampled_figures
 
 __all__ = [
     "DEFAULT_HORIZON",
@@ -114,12 +114,14 @@ class Description:
 
 
 def format_seconds(value: float) -> str:
-    """Seconds for a table: "5.26 s", "19.8 ms", "0"."""
+    """Seconds for a table: "5.26 s", "19.8 ms", "0", "1e+300 s", "inf s" (past a float)."""
     if not math.isfinite(value):
-        return "n/a" if math.isnan(value) else str(value)
+        return "n/a" if math.isnan(value) else f"{value} s"
     if value == 0:
         return "0"
     magnitude = abs(value)
+    if magnitude >= 1e6:  # 11 days and more: no row of digits
+        return f"{value:.2g} s"
     if magnitude >= 100:
         return f"{value:.0f} s"
     if magnitude >= 1:
@@ -188,12 +190,12 @@ def _blocked_until_deadline(
 def _figures_from_laws(laws: list[DelayLaw], offset: float) -> tuple[Figures, bool]:
     """min/mean/max of a sum of independent delays plus offset, exactly;
     mean only when every law has one.  The bool says the sum is a constant."""
-    low = offset + math.fsum(law.low for law in laws)
-    high = offset + math.fsum(law.high for law in laws)
+    low = offset + exact_sum(law.low for law in laws)
+    high = offset + exact_sum(law.high for law in laws)
     means = [law.mean for law in laws]
     constant = all(law.degenerate for law in laws)
     if all(mean is not None for mean in means):
-        mean = offset + math.fsum(m for m in means if m is not None)
+        mean = offset + exact_sum(m for m in means if m is not None)
         exact = {"min", "max", "mean"}
     else:
         mean = math.nan

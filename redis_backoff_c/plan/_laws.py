@@ -72,7 +72,10 @@ def _uniform(low: float, high: float) -> DelayLaw:
 def _capped_uniform(scale: float, cap: float) -> DelayLaw:
     if scale <= cap:
         return _uniform(0.0, scale)
-    mean = cap - cap * cap / (2 * scale)  # 0 * inf cannot occur: scale > cap >= 0
+    # 0 * inf cannot occur: scale > cap >= 0.  Where cap * cap overflows (a
+    # cap past 1e154), the same quantity without the overflowing product.
+    square = cap * cap
+    mean = cap - (square / (2 * scale) if math.isfinite(square) else cap * (cap / (2 * scale)))
     return DelayLaw(0.0, cap, mean, "capped_uniform", scale=scale, cap=cap)
 
 

@@ -11,13 +11,25 @@ from redis_backoff_c.plan._herd import BIN, HerdReport
 __all__ = ["plot_descriptions", "plot_herd"]
 
 
-def _pyplot() -> Any:
+#: What to install for the charts.
+INSTALL_HINT = "pip install 'redis-backoff-c[bench]' (or pip install matplotlib)"
+
+
+def matplotlib_missing() -> str | None:
+    """One line saying that the charts need matplotlib, or None when it is there."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
-        raise RuntimeError(
-            "--plot needs matplotlib: pip install 'redis-backoff-c[bench]'"
-        ) from None
+        return f"--plot needs matplotlib, which is not installed: {INSTALL_HINT}"
+    return None
+
+
+def _pyplot() -> Any:
+    missing = matplotlib_missing()
+    if missing is not None:
+        raise RuntimeError(missing)
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -198,3 +198,64 @@ def test_plot_without_matplotlib_is_a_clear_error(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert _cli.main(["--tiny", "--plot", "x.png"]) == 2
     assert "--plot needs matplotlib" in capsys.readouterr().err
+
+
+# -- the verdicts follow the design's targets (issue 24) -------------------
+
+
+def test_targets_are_the_designs_per_version():
+    t310, t311, t312 = (_cases.targets(v) for v in ((3, 10), (3, 11), (3, 12)))
+    # compute within 2x of the floor on 3.10 (no call specialisation), 1.5x after
+    assert (t310["floor"], t311["floor"], t312["floor"]) == (2.0, 1.5, 1.5)
+    assert (t310["sync_success"], t311["sync_success"], t312["sync_success"]) == (1.8, 1.8, 1.4)
+    assert (t310["async_success"], t311["async_success"], t312["async_success"]) == (1.6, 1.5, 1.0)
+    # a deep-copied strategy: at most a quarter of redis-py's bytes
+    assert t311["memory_copy"] == 4.0
+    assert (t311["extras_async"], t312["extras_async"], t312["extras_async_deadline"]) == (
+        10.0,
+        20.0,
+        25.0,
+    )
+
+
+def test_rows_are_judged_against_the_designs_targets(tiny_run):
+    _, data = tiny_run
+    here = _cases.targets(sys.version_info[:2])
+    rows = data["rows"]
+    fresh = [r for r in rows if r["section"] == "memory" and "fresh" in r["name"]]
+    copied = [r for r in rows if r["section"] == "memory" and "deep-copied" in r["name"]]
+    assert len(fresh) == len(STRATEGIES) + 1  # the strategies and the Retry
+    # Fresh objects are reported with no target, so no verdict (no MISS).
+    assert all(r["target"] is None and r["verdict"] is None for r in fresh), fresh
+    assert [r["target"] for r in copied if r["target"] is not None] == [4.0] * len(STRATEGIES)
+    floors = [r for r in rows if r["kind"] == "floor"]
+    assert floors and {r["target"] for r in floors} == {here["floor"]}
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["async call_with_retry success"]["target"] == here["async_success"]
+    success = by_name["call_with_retry success (Retry(ExponentialBackoff(), 3))"]
+    assert success["target"] == here["sync_success"]
+
+
+def test_bench_matrix_writes_under_docs_only_when_asked():
+    import os
+    import pathlib
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "bench-matrix.sh"
+    if not script.exists():  # an installed-only run without the checkout's scripts/
+        pytest.skip("scripts/bench-matrix.sh is not beside this test")
+    repo = script.parent.parent
+
+    def where(**env):
+        done = subprocess.run(
+            ["bash", str(script), "--where"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**{k: v for k, v in os.environ.items() if k != "OUT"}, **env},
+        )
+        assert done.returncode == 0, done.stderr
+        return pathlib.Path(done.stdout.strip())
+
+    assert where() == repo / "bench-results"
+    assert where(OUT="docs") == repo / "docs"
+    assert where(OUT="/tmp/elsewhere") == pathlib.Path("/tmp/elsewhere")

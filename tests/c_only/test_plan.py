@@ -705,3 +705,122 @@ def test_jitter_finding_compares_like_with_like():
     ]
     (line,) = plan.aws_finding(reports).splitlines()
     assert f"vs {reports[0].total_attempts:,}" in line and "holds" in line
+
+
+# -- rough edges a new user hit (issue 24): one line and exit 2, no traceback
+
+
+def one_line_error(done):
+    """The command failed with status 2 and one line on stderr, no traceback."""
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    return done.stderr.strip()
+
+
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+def test_output_in_a_missing_directory_is_one_line(option, tmp_path):
+    path = tmp_path / "no-such-dir" / "out.file"
+    done = run_command("Retry(ExponentialBackoff(), 3)", option, str(path))
+    line = one_line_error(done)
+    assert line.startswith(f"error: {option} {path}: no such directory")
+    assert done.stdout == ""  # refused before any work
+    assert not path.parent.exists()
+
+
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+def test_output_that_is_a_directory_is_one_line(option, tmp_path):
+    done = run_command("Retry(ExponentialBackoff(), 3)", option, str(tmp_path))
+    line = one_line_error(done)
+    assert line == f"error: {option} {tmp_path}: is a directory; give a file name"
+    assert list(tmp_path.iterdir()) == []
+    assert not tmp_path.with_suffix(".png").exists()  # matplotlib would add .png
+
+
+def test_output_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    # The path passes the checks and then cannot be opened (removed meanwhile,
+    # or a permission the check could not see): still one line and 2.
+    def refuse(path, payload):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(_cli, "_write_json", refuse)
+    path = tmp_path / "plan.json"
+    assert _cli.main(["Retry(NoBackoff(), 1)", "--json", str(path)]) == 2
+    assert capsys.readouterr().err == f"error: cannot write {path}: Permission denied\n"
+
+
+def test_plot_without_matplotlib_is_one_line_naming_the_extra(tmp_path):
+    # A child process whose matplotlib import fails, as where it is not installed.
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from redis_backoff_c.plan import main\n"
+        f"sys.exit(main(['Retry(NoBackoff(), 1)', '--plot', {str(tmp_path / 'p.png')!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60
+    )
+    line = one_line_error(done)
+    assert "--plot needs matplotlib" in line and "redis-backoff-c[bench]" in line
+    assert done.stdout == ""  # said before describing anything
+    assert not (tmp_path / "p.png").exists()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ExponentialBackoff",
+        "FullJitterBackoff",
+        "EqualJitterBackoff",
+        "ExponentialWithJitterBackoff",
+    ],
+)
+def test_totals_past_the_largest_float_are_inf_not_an_overflow_error(name):
+    # Ten delays of 1e308 s add up past the largest float: the answer in
+    # floats is inf (it was OverflowError: intermediate overflow in fsum).
+    done = run_command(f"Retry({name}(cap=1e308, base=1e308), 10)", "--seed", "1")
+    assert done.returncode == 0, done.stderr
+    assert "n/a" not in done.stdout
+    (verdict,) = [line for line in done.stdout.splitlines() if line.startswith("verdict: ")]
+    assert verdict.endswith("blocks at most inf s, typically inf s, p99 inf s")
+    described = plan.describe(
+        redis_backoff_c.Retry(getattr(redis_backoff_c, name)(cap=1e308, base=1e308), 10),
+        samples=1000,
+        seed=1,
+    )
+    assert described.total.max == math.inf
+    assert described.per_failure[-1].delay.max == 1e308
+    # Every delay's mean is a finite number of seconds, exact or sampled.
+    assert all(math.isfinite(entry.delay.mean) for entry in described.per_failure)
+
+
+def test_exponential_with_jitter_mean_with_a_cap_whose_square_overflows():
+    (law,) = laws_for("ExponentialWithJitterBackoff", {"cap": 1e300, "base": 1e300}, 1)
+    # x = 2e300 > cap: mean = cap - cap**2 / (2x) = 1e300 - 1e300 / 4
+    assert law.mean == pytest.approx(0.75e300)
+
+
+def test_huge_figures_are_printed_short():
+    assert plan._describe.format_seconds(1e300) == "1e+300 s"
+    assert plan._describe.format_seconds(math.inf) == "inf s"
+    assert plan._describe.format_seconds(5.26) == "5.26 s"
+    done = run_command(
+        "Retry(ExponentialBackoff(), 3)", "--herd", "5", "--outage", "1e300", "--capacity", "10"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "outage 1e+300 s," in done.stdout
+    assert max(len(line) for line in done.stdout.splitlines()) < 200
+
+
+def test_no_unexplained_lines_and_the_herd_peak_is_explained(capsys):
+    args = ["Retry(NoBackoff(), 2)", "--herd", "20", "--outage", "0.5", "--capacity", "100"]
+    assert _cli.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # No bare "(0.01 s)" line closes the run any more.
+    assert not any(line.startswith("(") and line.endswith(" s)") for line in lines)
+    header = lines[1].split()
+    assert "peak/100ms*" in header
+    assert lines[-1].startswith("* peak/100ms: the most attempts in one 100 ms bin")
+    assert "(500 ms) on" in lines[-1]
+    assert "peak/100ms*" in _cli.build_parser().format_help()
+    assert _cli.main(["Retry(NoBackoff(), 2)"]) == 0
+    assert capsys.readouterr().out.splitlines()[-2].startswith("verdict: ")

@@ -17,8 +17,9 @@ replica before the client sees the reply):
   reaching the client (and then applied again by a retry).
 
 Errors that reach the caller are counted, not fatal to the stream: during
-a failover some are expected (a plain cluster command retries without any
-backoff, see the README), and the tests compare their number with
+a failover some are expected (a plain cluster command retries in its own
+loop, without backoff under redis-py 8.1, see docs/cluster-sentinel.md),
+and the tests compare their number with
 redis-py's own Retry in the same scenario.
 """
 
