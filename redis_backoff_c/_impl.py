@@ -100,7 +100,8 @@ IMPLEMENTATION: Literal["c", "python"] = "c" if speedups is not None else "pytho
 
 if speedups is None:
     warnings.warn(
-        f"redis_backoff_c is using redis-py's pure-Python classes: {FALLBACK_REASON}",
+        "redis_backoff_c is using its pure-Python fallback (redis-py's own strategies, "
+        f"the extras' Python twin): {FALLBACK_REASON}",
         RuntimeWarning,
         stacklevel=3,  # the import statement that first imported the package
     )
