@@ -56,7 +56,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Final, NoReturn, TypeVar
+from typing import Any, ClassVar, Final, NoReturn, TypeVar, final
 
 import redis.asyncio.retry
 import redis.exceptions
@@ -146,6 +146,7 @@ def _positive(owner: str, name: str, value: object, allow_infinite: bool) -> flo
 # --- RetryBudget ------------------------------------------------------------
 
 
+@final
 class RetryBudget:
     """RetryBudget(max_tokens, token_ratio)
 
@@ -259,6 +260,7 @@ class _Counter:
         raise AttributeError(f"attribute '{self.name}' of 'RetryStats' objects is not writable")
 
 
+@final
 class RetryStats:
     """RetryStats()
 
@@ -387,7 +389,7 @@ def _check_shared(owner: str, name: str, value: object, kind: type) -> None:
         )
 
 
-def _check_callable(obj: object, name: str) -> None:
+def _check_callable(obj: Any, name: str) -> None:
     if not callable(obj):
         raise TypeError(
             f"call_with_retry() argument '{name}' must be callable, not {type(obj).__name__}"
