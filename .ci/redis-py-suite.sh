@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # redis-py's own tests, run twice against local servers: as redis-py ships
-# them, and with redis_backoff_c.patch() applied (.ci/redis_py_suite_patch.py,
-# a pytest plugin). The stage fails if any test passes without patch() and
-# does not pass with it.
+# them, and with redis_backoff_c.patch() applied by the package's own pytest
+# switch, `pytest --redis-backoff-c` (redis_backoff_c/pytest_plugin.py), as a
+# user would run their suite. The stage fails if any test passes without
+# patch() and does not pass with it, or if a patched run does not report the
+# C types in use for its whole session.
 #
 #   bash .ci/redis-py-suite.sh
 #
@@ -137,7 +139,7 @@ run() {
     done
     shift
     local t=$SECONDS
-    (cd "$suite" && PYTHONPATH="$repo/.ci" "$py" -m pytest -q -p no:cacheprovider \
+    (cd "$suite" && "$py" -m pytest -q -p no:cacheprovider \
         -o addopts= -o log_cli=false "${plugin[@]}" --redis-url="$url" \
         --junitxml="$work/$name.xml" "$@" >"$work/$name.log" 2>&1) || true
     say "$name: $(tail -n 1 "$work/$name.log") ($((SECONDS - t))s)"
@@ -151,18 +153,28 @@ run() {
 t0=$SECONDS
 run standalone-plain "redis://127.0.0.1:$port/0" -- "${standalone_tests[@]}" &
 beside=$!
-run cluster-patched "redis://127.0.0.1:16379/0" -p redis_py_suite_patch -- "${cluster_tests[@]}"
+run cluster-patched "redis://127.0.0.1:16379/0" --redis-backoff-c -- "${cluster_tests[@]}"
 wait "$beside"
-run standalone-patched "redis://127.0.0.1:$port/0" -p redis_py_suite_patch -- "${standalone_tests[@]}" &
+run standalone-patched "redis://127.0.0.1:$port/0" --redis-backoff-c -- "${standalone_tests[@]}" &
 beside=$!
 run cluster-plain "redis://127.0.0.1:16379/0" -- "${cluster_tests[@]}"
 wait "$beside"
 say "four runs in $((SECONDS - t0))s"
 
-grep -q "redis_backoff_c.patch(): " "$work/standalone-patched.log" "$work/cluster-patched.log" || {
-    say "the patched runs did not load the plugin"
-    exit 1
-}
+# The plugin's verdict, at the end of each run: the C types in use for the
+# whole session (an unpatch() during the run, or no extension, says NOT).
+for name in standalone cluster; do
+    verdict=$(grep -m1 "^redis_backoff_c: the C types were" "$work/$name-patched.log" || true)
+    say "$name-patched: ${verdict:-no verdict from the plugin}"
+    if [ "$verdict" != "redis_backoff_c: the C types were in use for the whole session" ]; then
+        grep "^redis_backoff_c:" "$work/$name-patched.log" >&2 || true
+        exit 1
+    fi
+    if grep -q "^redis_backoff_c:" "$work/$name-plain.log"; then
+        say "$name-plain: the plugin reported in a run without --redis-backoff-c"
+        exit 1
+    fi
+done
 
 "$py" - "$work" <<'PY'
 """Compare each pair of runs test by test."""

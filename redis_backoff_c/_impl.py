@@ -3,8 +3,11 @@
 ``speedups`` is the C extension module, or ``None`` when it cannot be used:
 ``REDIS_BACKOFF_C_DISABLE`` is set (to anything but "" or "0"), the
 interpreter is not CPython, or importing ``_speedups`` raised ImportError.
-Then the drop-in modules give redis-py's own classes under the same names,
-one RuntimeWarning names the reason, and ``IMPLEMENTATION`` is "python".
+Then the drop-in modules give redis-py's own strategies under the same
+names, and the extras' pure-Python twin (``redis_backoff_c._extras_py``:
+``RetryBudget``, ``RetryStats``, and the sync and asyncio ``Retry``, subclasses
+of redis-py's with ``deadline=``, ``budget=`` and ``stats=``); one
+RuntimeWarning names the reason, and ``IMPLEMENTATION`` is "python".
 
 Every drop-in module follows the same pattern (``redis_backoff_c.retry``)::
 
@@ -15,7 +18,7 @@ Every drop-in module follows the same pattern (``redis_backoff_c.retry``)::
         Retry = speedups.Retry
         redis.retry.Retry.register(Retry)
     else:
-        from redis.retry import Retry
+        from redis_backoff_c._extras_py import Retry
 
 and the package re-exports it with one line in ``__init__.py``.
 """
@@ -97,7 +100,8 @@ IMPLEMENTATION: Literal["c", "python"] = "c" if speedups is not None else "pytho
 
 if speedups is None:
     warnings.warn(
-        f"redis_backoff_c is using redis-py's pure-Python classes: {FALLBACK_REASON}",
+        "redis_backoff_c is using its pure-Python fallback (redis-py's own strategies, "
+        f"the extras' Python twin): {FALLBACK_REASON}",
         RuntimeWarning,
         stacklevel=3,  # the import statement that first imported the package
     )
@@ -136,26 +140,20 @@ else:
     get_random_source = _python_get_random_source
 
 
-class _PythonRetryBudget:
-    """The fallback's RetryBudget: the extras need the C extension."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise RuntimeError(
-            f"RetryBudget needs the C extension, which is not in use ({FALLBACK_REASON})"
-        )
-
-
-class _PythonRetryStats:
-    """The fallback's RetryStats: the extras need the C extension."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise RuntimeError(
-            f"RetryStats needs the C extension, which is not in use ({FALLBACK_REASON})"
-        )
-
-
 if speedups is not None:
     from redis_backoff_c._speedups import RetryBudget, RetryStats
 else:
-    RetryBudget = _PythonRetryBudget  # type: ignore[assignment,misc]
-    RetryStats = _PythonRetryStats  # type: ignore[assignment,misc]
+    # The extras without the extension: the pure-Python twin, under the
+    # public names the C types have (so that pickles travel both ways).
+    from redis_backoff_c import _extras_py
+    from redis_backoff_c._extras_py import RetryBudget, RetryStats  # type: ignore[assignment]
+
+    for _twin, _module, _name in (
+        (_extras_py.RetryBudget, "redis_backoff_c", "RetryBudget"),
+        (_extras_py.RetryStats, "redis_backoff_c", "RetryStats"),
+        (_extras_py.Retry, "redis_backoff_c.retry", "Retry"),
+        (_extras_py.AsyncRetry, "redis_backoff_c.asyncio.retry", "Retry"),
+    ):
+        _twin.__module__ = _module
+        _twin.__qualname__ = _name
+    del _twin, _module, _name

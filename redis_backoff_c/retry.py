@@ -3,7 +3,7 @@
 ``Retry`` is registered as a virtual subclass of ``redis.retry.Retry``, so
 ``isinstance(retry, redis.retry.Retry)`` holds and redis-py's own ``__eq__``
 accepts it.  Without the extension (see ``redis_backoff_c._impl``) it is
-redis-py's class.
+the pure-Python twin, a subclass of redis-py's class with the same extras.
 
 ``sleep`` is the one name ``call_with_retry`` sleeps through: the C code
 looks it up here each time it sleeps (only after a failure), so a test can
@@ -34,7 +34,7 @@ if speedups is not None:
     # accepted and applied whatever the release.
     speedups._set_checker_rule(hasattr(_redis_retry.AbstractRetry, "is_retryable"))
 else:
-    from redis.retry import Retry
+    from redis_backoff_c._extras_py import Retry  # type: ignore[assignment]
 
 __all__ = ["Retry", "sleep"]
 

@@ -35,8 +35,8 @@ else
     clang-format --dry-run -Werror csrc/*.c csrc/*.h || failed+=("clang-format")
 fi
 
-say "mypy --strict: the package's stubs and tests/typing/sample.py"
-"$py" -m mypy --strict redis_backoff_c || failed+=("mypy redis_backoff_c")
+say "mypy --strict: the package, its stubs, the pytest entry module and tests/typing/sample.py"
+"$py" -m mypy --strict redis_backoff_c redis_backoff_c_pytest.py || failed+=("mypy redis_backoff_c")
 # The sample is checked against the installed package, as a user's code is.
 "$py" -m mypy --strict tests/typing/sample.py || failed+=("mypy sample")
 

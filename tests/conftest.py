@@ -2,14 +2,16 @@
 
 `impl` runs a test once against the redis-py reference and once against the
 C extension: every behaviour the two share is written once and checked on
-both sides.  A test that passes on only one side has found a bug.
+both sides.  A test that passes on only one side has found a bug.  `extras`
+does the same for what redis-py lacks (deadline, budget, stats): the C
+types and their pure-Python twin.
 """
 
 import random
 
 import pytest
 import redis
-from support import IMPLEMENTATIONS, patch_sleep
+from support import EXTRAS, IMPLEMENTATIONS, patch_sleep
 
 import redis_backoff_c
 
@@ -30,6 +32,16 @@ def reference():
 def c_impl():
     """The C extension alone, for its deliberate improvements."""
     return IMPLEMENTATIONS["c"]
+
+
+@pytest.fixture(params=sorted(EXTRAS), ids=str)
+def extras(request):
+    """The extras under test, "c" (the C types) or "py" (their pure-Python
+    twin): .RetryBudget, .RetryStats, .Retry, .AsyncRetry."""
+    side = EXTRAS[request.param]
+    if side is None:
+        pytest.skip(f"the C extension is not in use: {redis_backoff_c._impl.FALLBACK_REASON}")
+    return side
 
 
 @pytest.fixture(autouse=True)

@@ -35,6 +35,36 @@ def _load(side):
 
 IMPLEMENTATIONS = {side: _load(side) for side in ("redis-py", "c")}
 
+
+def _load_extras(side):
+    """The extras of one side: the C types ("c") or their pure-Python twin
+    ("py", redis_backoff_c._extras_py, what the package gives without the
+    extension).  None for "c" when the extension is not in use."""
+    if side == "py":
+        from redis_backoff_c import _extras_py as module
+
+        retry, async_retry = module.Retry, module.AsyncRetry
+    else:
+        import redis_backoff_c as module
+
+        if module.IMPLEMENTATION != "c":
+            return None
+        retry = importlib.import_module("redis_backoff_c.retry").Retry
+        async_retry = importlib.import_module("redis_backoff_c.asyncio.retry").Retry
+    return SimpleNamespace(
+        name=side,
+        RetryBudget=module.RetryBudget,
+        RetryStats=module.RetryStats,
+        Retry=retry,
+        AsyncRetry=async_retry,
+    )
+
+
+# The extras (deadline, budget, stats; redis-py has none) on both sides:
+# the C types and the pure-Python twin, which is their executable
+# specification.  The `extras` fixture runs a test over both.
+EXTRAS = {side: _load_extras(side) for side in ("c", "py")}
+
 # The seven strategies by name, in redis.backoff's order, grouped by formula:
 # the jittered ones draw from a random source, the capped ones take
 # (cap, base), all take compute(failures).

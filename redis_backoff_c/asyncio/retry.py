@@ -29,7 +29,9 @@ the code object, defaults and annotations of the coroutine design's
 ``Retry`` is registered as a virtual subclass of
 ``redis.asyncio.retry.Retry``, so ``isinstance`` holds and redis-py's own
 ``__eq__`` accepts it.  Without the extension (see
-``redis_backoff_c._impl``) it is redis-py's class.
+``redis_backoff_c._impl``) it is the pure-Python twin, a subclass of
+redis-py's class with the same extras, whose ``call_with_retry`` is an
+``async def`` (``DESIGN`` is then "python").
 
 ``sleep`` is the one name the backoff is awaited through: the C code looks
 it up here each time it sleeps (only after a failure), so a test can patch
@@ -88,6 +90,6 @@ if speedups is not None:
         vars(Retry)["call_with_retry"]._present_as(call_with_retry)
     _redis_asyncio_retry.Retry.register(Retry)
 else:
-    from redis.asyncio.retry import Retry
+    from redis_backoff_c._extras_py import AsyncRetry as Retry  # type: ignore[assignment]
 
     DESIGN = "python"

@@ -27,7 +27,7 @@ ASYNC_TESTS = [
     "c_only/test_hardening_async.py",
     "c_only/test_async_method.py",
     "c_only/test_leaks_async.py",
-    "c_only/test_extras.py",
+    "contract/test_extras.py",
     "integration/test_asyncio_redis.py",
 ]
 

@@ -1,5 +1,7 @@
 """Without the C extension the package still imports and gives redis-py's
-own classes under the same names, warns once, and says so.
+own strategies under the same names, and the extras' pure-Python twin
+(RetryBudget, RetryStats, and Retry types with deadline=, budget=, stats=),
+warns once, and says so.
 
 Each case runs in a fresh interpreter, since the choice is made once, at
 the first import."""
@@ -105,12 +107,86 @@ def test_fallback_gives_redis_py_backoff_and_warns_once(tmp_path, cause):
 
 
 @pytest.mark.parametrize("module", ["redis_backoff_c.retry", "redis_backoff_c.asyncio.retry"])
-def test_fallback_gives_redis_py_retry(tmp_path, module):
+def test_fallback_gives_the_twin_retry(tmp_path, module):
+    """Retry is the pure-Python twin there: redis-py's class, subclassed
+    with the extras (the rest of the module is redis-py's)."""
     result = probe(tmp_path, "disabled", module)
     assert result["implementation"] == "python"
     assert "Retry" in result["public"]
-    assert result["not_redis_py"] == []
+    assert result["not_redis_py"] == ["Retry"]
     assert len(result["warned"]) == 1
+
+
+# Issue 25's case: code written for the package, run where it falls back.
+EXTRAS_PROBE = """
+import asyncio, json, pickle, warnings
+warnings.simplefilter("ignore")
+import redis.asyncio.retry, redis.exceptions, redis.retry
+import redis_backoff_c
+from redis_backoff_c import Retry, RetryBudget, RetryStats, NoBackoff
+from redis_backoff_c.asyncio.retry import Retry as AsyncRetry
+
+budget, stats = RetryBudget(10, 0.1), RetryStats()
+retry = Retry(NoBackoff(), 3, deadline=1.0, budget=budget, stats=stats)
+async_retry = AsyncRetry(NoBackoff(), 3, deadline=1.0, budget=budget, stats=stats)
+errors = [redis.exceptions.ConnectionError("down")]
+
+def do():
+    if errors:
+        raise errors.pop()
+    return "up"
+
+async def ado():
+    return "up"
+
+print(json.dumps({
+    "implementation": redis_backoff_c.IMPLEMENTATION,
+    "sync": retry.call_with_retry(do, lambda error: None),
+    "asyncio": asyncio.run(async_retry.call_with_retry(ado, lambda error: None)),
+    "subclasses": [isinstance(retry, redis.retry.Retry),
+                   isinstance(async_retry, redis.asyncio.retry.Retry)],
+    "names": [repr(type(obj)) for obj in (budget, stats, retry, async_retry)],
+    "pickled": repr(pickle.loads(pickle.dumps(retry))),
+    "stats": stats.snapshot(),
+    "tokens": budget.tokens,
+}))
+"""
+
+
+@pytest.mark.parametrize("cause", sorted(CAUSES))
+def test_fallback_keeps_the_extras(tmp_path, cause):
+    setup, _ = CAUSES[cause]
+    env = dict(os.environ)
+    env.pop("REDIS_BACKOFF_C_DISABLE", None)
+    if cause == "disabled":
+        env["REDIS_BACKOFF_C_DISABLE"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", "import sys\n" + setup + "\n" + EXTRAS_PROBE],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["implementation"] == "python"
+    assert result["sync"] == result["asyncio"] == "up"
+    assert result["subclasses"] == [True, True]
+    # The twin under the public names of the C types.
+    assert result["names"] == [
+        "<class 'redis_backoff_c.RetryBudget'>",
+        "<class 'redis_backoff_c.RetryStats'>",
+        "<class 'redis_backoff_c.retry.Retry'>",
+        "<class 'redis_backoff_c.asyncio.retry.Retry'>",
+    ]
+    assert result["pickled"].endswith(
+        "deadline=1.0, budget=RetryBudget(max_tokens=10, token_ratio=0.1, tokens=9.2), "
+        "stats=RetryStats(calls=2, attempts=3, successes=2, failed_attempts=1, retries=1, "
+        "give_ups_exhausted=0, give_ups_not_retryable=0, give_ups_deadline=0, "
+        "give_ups_budget=0, unhandled_errors=0, slept_seconds=0.0))"
+    )
+    assert result["tokens"] == 10 - 1 + 0.1 + 0.1
 
 
 def test_without_the_cause_there_is_no_fallback(tmp_path):

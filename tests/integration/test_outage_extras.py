@@ -14,10 +14,16 @@ each run kills the server in the middle and restarts it.  In the same test:
   0.3 s plus one connect timeout;
 - no acknowledged INCR is lost.
 
+The budget and deadline runs are made with the C types and again with
+their pure-Python twin (redis_backoff_c._extras_py), each against the same
+baseline; REDIS_BACKOFF_C_OUTAGE_TWIN=0 leaves the twin's runs out (.ci/run
+makes them on its default interpreter only: about 9 s a flavor).
+
 The figures are printed.  Sync (a thread pool) and asyncio (tasks).
 """
 
 import asyncio
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -40,20 +46,21 @@ from outage import (
     figures,
     strike,
 )
+from support import EXTRAS
 
-from redis_backoff_c import RetryBudget, RetryStats
-from redis_backoff_c.asyncio.retry import Retry as AsyncRetry
 from redis_backoff_c.backoff import ExponentialWithJitterBackoff
-from redis_backoff_c.retry import Retry
 
 DEADLINE = 0.3
 # One connection per request in flight: a request must never fail for want
 # of one (redis-py's pools stop at 100 by default).
 MAX_CONNECTIONS = 2000
+# The extras' sides: the C types (when the extension is in use) and the twin.
+SIDES = [side for side in EXTRAS.values() if side is not None]
+if os.environ.get("REDIS_BACKOFF_C_OUTAGE_TWIN", "1") == "0" and len(SIDES) > 1:
+    SIDES = [side for side in SIDES if side.name != "py"]
 RUNS = {
-    "no extras": {},
-    "budget 10/0.1": {"budget": lambda: RetryBudget(max_tokens=10, token_ratio=0.1)},
-    "deadline 0.3": {"deadline": lambda: DEADLINE},
+    "budget 10/0.1": lambda side: {"budget": side.RetryBudget(max_tokens=10, token_ratio=0.1)},
+    "deadline 0.3": lambda side: {"deadline": DEADLINE},
 }
 
 
@@ -73,11 +80,11 @@ def _serve(request, call):
         request.connects = len(mine)
 
 
-def run_sync(server, label, extras):
+def run_sync(server, label, side, extras):
     counter = PortCounter()
     connection_class, _ = counting_connection_classes(counter)
-    stats = RetryStats()
-    retry = Retry(ExponentialWithJitterBackoff(**BACKOFF), RETRIES, stats=stats, **extras)
+    stats = side.RetryStats()
+    retry = side.Retry(ExponentialWithJitterBackoff(**BACKOFF), RETRIES, stats=stats, **extras)
     pool = redis.ConnectionPool(
         connection_class=connection_class,
         host="127.0.0.1",
@@ -110,11 +117,11 @@ def run_sync(server, label, extras):
     return figures(label, requests, outage, counter, stats)
 
 
-def run_asyncio(server, label, extras):
+def run_asyncio(server, label, side, extras):
     counter = PortCounter()
     _, connection_class = counting_connection_classes(counter)
-    stats = RetryStats()
-    retry = AsyncRetry(ExponentialWithJitterBackoff(**BACKOFF), RETRIES, stats=stats, **extras)
+    stats = side.RetryStats()
+    retry = side.AsyncRetry(ExponentialWithJitterBackoff(**BACKOFF), RETRIES, stats=stats, **extras)
     key = f"counter:asyncio:{label}"
     requests = _requests()
     outage = Outage()
@@ -165,26 +172,35 @@ def run_asyncio(server, label, extras):
 
 
 def check_outage(run, server, flavor, capsys):
-    results = {}
-    for label, extras in RUNS.items():
-        results[label] = run(server, label, {name: make() for name, make in extras.items()})
-    plain, budget, deadline = results.values()
+    # One baseline, without extras, on the first side; then each side's
+    # budget and deadline runs.
+    baseline = SIDES[0]
+    results = {"no extras": run(server, f"no extras {baseline.name}", baseline, {})}
+    for side in SIDES:
+        for label, extras in RUNS.items():
+            results[f"{label} ({side.name})"] = run(
+                server, f"{label} {side.name}", side, extras(side)
+            )
+    plain = next(iter(results.values()))
     with capsys.disabled():
         print(f"\n[{flavor}] {RATE} req/s for {DURATION} s, server down for about "
-              f"{budget.outage_requests / RATE:.1f} s")  # fmt: skip
+              f"{plain.outage_requests / RATE:.1f} s")  # fmt: skip
         for result in results.values():
             print(f"[{flavor}] {result.line()}")
             print(f"[{flavor}]   stats {result.stats}")
-    assert budget.attempts_per_request * 5 <= plain.attempts_per_request
-    assert budget.port_attempts_per_second * 5 <= plain.port_attempts_per_second
-    assert budget.stats["give_ups_budget"] > 0
     for result in results.values():
         assert result.recovery <= 1.0, result.line()
         assert result.acknowledged > 0
-    assert deadline.max_outage_call <= DEADLINE + CONNECT_TIMEOUT, deadline.line()
-    assert deadline.stats["give_ups_deadline"] > 0
     # without a deadline, calls spend much longer retrying through the outage
     assert plain.max_outage_call > 2 * DEADLINE, plain.line()
+    for side in SIDES:
+        budget = results[f"budget 10/0.1 ({side.name})"]
+        deadline = results[f"deadline 0.3 ({side.name})"]
+        assert budget.attempts_per_request * 5 <= plain.attempts_per_request, budget.line()
+        assert budget.port_attempts_per_second * 5 <= plain.port_attempts_per_second
+        assert budget.stats["give_ups_budget"] > 0
+        assert deadline.max_outage_call <= DEADLINE + CONNECT_TIMEOUT, deadline.line()
+        assert deadline.stats["give_ups_deadline"] > 0
 
 
 def test_sync_outage_budget_and_deadline(redis_server, capsys):

@@ -1,10 +1,13 @@
-"""The opt-in extras of both C Retry types (C side only: redis-py has none):
+"""The opt-in extras of both Retry types (redis-py has none):
 Retry(..., *, deadline=, budget=, stats=), RetryBudget (gRFC A6 retry
 throttling) and RetryStats.
 
-Every rule of issue 13 is a test here, run on the sync Retry and on the
-asyncio one through the `flavor` fixture, which drives call_with_retry the
-same way on both (the asyncio one inside asyncio.run)."""
+Every rule of issue 13 is a test here, run over the C types and their
+pure-Python twin (redis_backoff_c._extras_py, what the package gives
+without the extension) through the `extras` fixture of conftest.py, and on
+the sync Retry and the asyncio one through the `flavor` fixture, which
+drives call_with_retry the same way on both (the asyncio one inside
+asyncio.run)."""
 
 import asyncio
 import copy
@@ -20,11 +23,11 @@ import pytest
 import redis.exceptions
 import redis.retry
 from leakcheck import assert_no_leak
+from support import EXTRAS
 
 import redis_backoff_c
 import redis_backoff_c.asyncio.retry as async_retry_module
 import redis_backoff_c.retry as retry_module
-from redis_backoff_c import RetryBudget, RetryStats
 from redis_backoff_c.backoff import ConstantBackoff, ExponentialBackoff, NoBackoff
 
 CE = redis.exceptions.ConnectionError
@@ -49,12 +52,12 @@ class Flavor:
     coroutines.  `real_sleep` chooses whether the backoff really sleeps;
     `slept` records the delays either way."""
 
-    def __init__(self, name, monkeypatch):
+    def __init__(self, name, monkeypatch, extras):
         self.name = name
         self.slept = []
         self.real_sleep = False
         if name == "sync":
-            self.Retry = retry_module.Retry
+            self.Retry = extras.Retry
 
             def sleep(delay):
                 self.slept.append(delay)
@@ -63,7 +66,7 @@ class Flavor:
 
             monkeypatch.setattr(retry_module, "sleep", sleep)
         else:
-            self.Retry = async_retry_module.Retry
+            self.Retry = extras.AsyncRetry
 
             async def asleep(delay):
                 self.slept.append(delay)
@@ -90,8 +93,8 @@ class Flavor:
 
 
 @pytest.fixture(params=["sync", "asyncio"])
-def flavor(request, monkeypatch):
-    return Flavor(request.param, monkeypatch)
+def flavor(request, monkeypatch, extras):
+    return Flavor(request.param, monkeypatch, extras)
 
 
 def failing(errors, then=None):
@@ -128,13 +131,13 @@ def always_failing(error_type=CE, pause=0.0):
 # ---------------------------------------------------------------- construction
 
 
-def test_extras_default_to_none_and_are_keyword_only(flavor):
+def test_extras_default_to_none_and_are_keyword_only(flavor, extras):
     retry = flavor.Retry(NoBackoff(), 3)
     assert (retry.deadline, retry.budget, retry.stats) == (None, None, None)
     # Four positional parameters: redis-py 8.2's is_retryable is the fourth.
     with pytest.raises(TypeError, match="at most 4 positional"):
         flavor.Retry(NoBackoff(), 3, (CE,), None, 1.0)
-    budget, stats = RetryBudget(10, 0.1), RetryStats()
+    budget, stats = extras.RetryBudget(10, 0.1), extras.RetryStats()
     retry = flavor.Retry(NoBackoff(), 3, (CE,), deadline=0.5, budget=budget, stats=stats)
     assert retry.deadline == 0.5
     assert retry.budget is budget
@@ -170,8 +173,10 @@ def test_bad_deadline_is_refused_naming_it(flavor, value, error):
 
 
 @pytest.mark.parametrize("name", ["budget", "stats"])
-@pytest.mark.parametrize("value", [1, "budget", object(), RetryBudget, RetryStats])
-def test_budget_and_stats_must_be_their_type(flavor, name, value):
+@pytest.mark.parametrize("value", [1, "budget", object(), "RetryBudget", "RetryStats"])
+def test_budget_and_stats_must_be_their_type(flavor, extras, name, value):
+    if value in ("RetryBudget", "RetryStats"):
+        value = getattr(extras, value)  # the class itself
     with pytest.raises(TypeError, match=f"'{name}'"):
         flavor.Retry(NoBackoff(), 1, **{name: value})
     retry = flavor.Retry(NoBackoff(), 1)
@@ -180,15 +185,15 @@ def test_budget_and_stats_must_be_their_type(flavor, name, value):
     assert getattr(retry, name) is None
 
 
-def test_a_bad_extra_sets_none_of_them(flavor):
-    budget = RetryBudget(10, 0.1)
+def test_a_bad_extra_sets_none_of_them(flavor, extras):
+    budget = extras.RetryBudget(10, 0.1)
     with pytest.raises(TypeError, match="'stats'"):
         flavor.Retry(NoBackoff(), 1, deadline=1.0, budget=budget, stats=budget)
 
 
-def test_extras_are_writable_and_none_unsets_them(flavor):
+def test_extras_are_writable_and_none_unsets_them(flavor, extras):
     retry = flavor.Retry(NoBackoff(), 1)
-    budget, stats = RetryBudget(4, 1), RetryStats()
+    budget, stats = extras.RetryBudget(4, 1), extras.RetryStats()
     retry.deadline, retry.budget, retry.stats = 2, budget, stats
     assert (retry.deadline, retry.budget, retry.stats) == (2, budget, stats)
     retry.deadline = retry.budget = retry.stats = None
@@ -199,11 +204,11 @@ def test_extras_are_writable_and_none_unsets_them(flavor):
             delattr(retry, name)
 
 
-def test_subclass_init_takes_the_extras(flavor):
+def test_subclass_init_takes_the_extras(flavor, extras):
     class Sub(flavor.Retry):
         pass
 
-    stats = RetryStats()
+    stats = extras.RetryStats()
     retry = Sub(NoBackoff(), 2, stats=stats, deadline=3)
     assert (retry.stats, retry.deadline, retry.budget) == (stats, 3, None)
     retry.__init__(NoBackoff(), 2)  # __init__ again: the extras given now, none
@@ -224,8 +229,8 @@ def never(error):
 # ---------------------------------------------------------------- ==, hash, repr
 
 
-def test_equality_includes_the_extras(flavor):
-    budget, stats = RetryBudget(10, 0.1), RetryStats()
+def test_equality_includes_the_extras(flavor, extras):
+    budget, stats = extras.RetryBudget(10, 0.1), extras.RetryStats()
     make = flavor.Retry
     base = make(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=stats)
     assert base == make(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=stats)
@@ -233,9 +238,11 @@ def test_equality_includes_the_extras(flavor):
     # the deadline by value, budget and stats by identity
     assert base != make(ExponentialBackoff(), 3, deadline=0.6, budget=budget, stats=stats)
     assert base != make(
-        ExponentialBackoff(), 3, deadline=0.5, budget=RetryBudget(10, 0.1), stats=stats
+        ExponentialBackoff(), 3, deadline=0.5, budget=extras.RetryBudget(10, 0.1), stats=stats
     )
-    assert base != make(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=RetryStats())
+    assert base != make(
+        ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=extras.RetryStats()
+    )
     assert base != make(ExponentialBackoff(), 3, budget=budget, stats=stats)
     assert make(ExponentialBackoff(), 3) != base
     assert not (base == make(ExponentialBackoff(), 3))
@@ -243,35 +250,35 @@ def test_equality_includes_the_extras(flavor):
     assert base != make(ExponentialBackoff(), 4, deadline=0.5, budget=budget, stats=stats)
 
 
-def test_hash_keeps_redis_pys_formula(flavor):
-    budget = RetryBudget(10, 0.1)
+def test_hash_keeps_redis_pys_formula(flavor, extras):
+    budget = extras.RetryBudget(10, 0.1)
     retry = flavor.Retry(ExponentialBackoff(), 3, (CE,), deadline=0.5, budget=budget)
     assert hash(retry) == hash((ExponentialBackoff(), 3, frozenset((CE,))))
     assert hash(retry) == hash(flavor.Retry(ExponentialBackoff(), 3, (CE,)))
 
 
-def test_without_extras_it_still_equals_redis_pys_retry(flavor):
+def test_without_extras_it_still_equals_redis_pys_retry(flavor, extras):
     family = redis.retry.Retry if flavor.name == "sync" else redis.asyncio.retry.Retry
     ours = flavor.Retry(NoBackoff(), 3, (CE,))
     theirs = family(redis.backoff.NoBackoff(), 3, (CE,))
     assert ours == theirs and theirs == ours
     assert hash(ours) == hash(theirs)
-    ours.stats = RetryStats()
+    ours.stats = extras.RetryStats()
     assert ours != theirs  # ours has counters, theirs has none
 
 
-def test_repr_shows_the_extras_that_are_set(flavor):
+def test_repr_shows_the_extras_that_are_set(flavor, extras):
     retry = flavor.Retry(NoBackoff(), 3, (CE,))
     plain = repr(retry)
     assert "deadline" not in plain and "budget" not in plain and "stats" not in plain
     retry.deadline = 0.25
     assert repr(retry) == plain[:-1] + ", deadline=0.25)"
-    retry.budget = RetryBudget(10, 0.1)
+    retry.budget = extras.RetryBudget(10, 0.1)
     assert repr(retry).endswith(
         ", deadline=0.25, budget=RetryBudget(max_tokens=10, token_ratio=0.1, tokens=10.0))"
     )
     retry.deadline = None
-    retry.stats = RetryStats()
+    retry.stats = extras.RetryStats()
     text = repr(retry)
     assert ", deadline=" not in text
     assert text.endswith(", stats=" + repr(retry.stats) + ")")
@@ -281,8 +288,8 @@ def test_repr_shows_the_extras_that_are_set(flavor):
 
 
 @pytest.mark.parametrize("copier", [copy.copy, copy.deepcopy])
-def test_copies_share_the_budget_and_the_stats(flavor, copier):
-    budget, stats = RetryBudget(10, 0.1), RetryStats()
+def test_copies_share_the_budget_and_the_stats(flavor, extras, copier):
+    budget, stats = extras.RetryBudget(10, 0.1), extras.RetryStats()
     retry = flavor.Retry(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=stats)
     twin = copier(retry)
     assert twin is not retry and twin == retry
@@ -293,16 +300,16 @@ def test_copies_share_the_budget_and_the_stats(flavor, copier):
     assert stats.attempts == 2 and budget.tokens == 9.1
 
 
-def test_deepcopy_in_a_memo_shares_too(flavor):
-    budget = RetryBudget(10, 0.1)
+def test_deepcopy_in_a_memo_shares_too(flavor, extras):
+    budget = extras.RetryBudget(10, 0.1)
     retries = [flavor.Retry(NoBackoff(), 1, budget=budget) for _ in range(2)]
     copies = copy.deepcopy(retries)
     assert all(c.budget is budget for c in copies)
 
 
 @pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
-def test_pickle_carries_the_extras_by_value(flavor, protocol):
-    budget, stats = RetryBudget(10, 0.5), RetryStats()
+def test_pickle_carries_the_extras_by_value(flavor, extras, protocol):
+    budget, stats = extras.RetryBudget(10, 0.5), extras.RetryStats()
     retry = flavor.Retry(ExponentialBackoff(), 3, deadline=0.5, budget=budget, stats=stats)
     flavor.call(retry, failing([CE("a"), CE("b")], then=1))
     twin = pickle.loads(pickle.dumps(retry, protocol))
@@ -416,8 +423,8 @@ def test_retries_exhausted_still_raise_before_the_deadline(flavor):
 # ---------------------------------------------------------------- the budget
 
 
-def test_budget_attributes_are_read_only():
-    budget = RetryBudget(max_tokens=10, token_ratio=0.1)
+def test_budget_attributes_are_read_only(extras):
+    budget = extras.RetryBudget(max_tokens=10, token_ratio=0.1)
     assert budget.max_tokens == 10 and budget.token_ratio == 0.1
     assert budget.tokens == 10.0  # starts full
     for name in ("max_tokens", "token_ratio", "tokens"):
@@ -441,26 +448,26 @@ def test_budget_attributes_are_read_only():
         ({"max_tokens": 10, "token_ratio": math.inf}, ValueError, "token_ratio"),
     ],
 )
-def test_bad_budget_parameters_are_refused_naming_them(kwargs, error, name):
+def test_bad_budget_parameters_are_refused_naming_them(extras, kwargs, error, name):
     with pytest.raises(error, match=f"'{name}'"):
-        RetryBudget(**kwargs)
+        extras.RetryBudget(**kwargs)
     with pytest.raises(error, match=f"'{name}'"):
-        RetryBudget(*kwargs.values())
+        extras.RetryBudget(*kwargs.values())
 
 
-def test_budget_signature():
+def test_budget_signature(extras):
     with pytest.raises(TypeError, match="missing required argument 'token_ratio'"):
-        RetryBudget(10)
+        extras.RetryBudget(10)
     with pytest.raises(TypeError, match="unexpected keyword"):
-        RetryBudget(10, 0.1, tokens=3)
+        extras.RetryBudget(10, 0.1, tokens=3)
     with pytest.raises(TypeError):
 
-        class Sub(RetryBudget):  # final: a subclass could not change its rules
+        class Sub(extras.RetryBudget):  # final: a subclass could not change its rules
             pass
 
 
-def test_each_failed_attempt_takes_a_token_and_a_success_gives_the_ratio(flavor):
-    budget = RetryBudget(10, 0.25)
+def test_each_failed_attempt_takes_a_token_and_a_success_gives_the_ratio(flavor, extras):
+    budget = extras.RetryBudget(10, 0.25)
     retry = flavor.Retry(NoBackoff(), 10, budget=budget)
     assert flavor.call(retry, failing([CE("a"), CE("b")], then="ok")) == "ok"
     assert budget.tokens == 10 - 2 + 0.25
@@ -471,8 +478,8 @@ def test_each_failed_attempt_takes_a_token_and_a_success_gives_the_ratio(flavor)
     assert budget.tokens == 10.0
 
 
-def test_a_retry_needs_more_than_half_the_tokens(flavor):
-    budget = RetryBudget(10, 0.1)
+def test_a_retry_needs_more_than_half_the_tokens(flavor, extras):
+    budget = extras.RetryBudget(10, 0.1)
     retry = flavor.Retry(NoBackoff(), 100, budget=budget)
     do = always_failing()
     with pytest.raises(CE) as raised:
@@ -483,8 +490,8 @@ def test_a_retry_needs_more_than_half_the_tokens(flavor):
     assert raised.value is do.raised[-1]
 
 
-def test_the_first_attempt_is_never_refused_and_tokens_stay_at_or_above_zero(flavor):
-    budget = RetryBudget(4, 0.1)
+def test_the_first_attempt_is_never_refused_and_tokens_stay_at_or_above_zero(flavor, extras):
+    budget = extras.RetryBudget(4, 0.1)
     retry = flavor.Retry(NoBackoff(), 100, budget=budget)
     for _ in range(10):
         do = always_failing()
@@ -501,25 +508,25 @@ def test_the_first_attempt_is_never_refused_and_tokens_stay_at_or_above_zero(fla
     assert do.attempts == 1 and budget.tokens == 0.0
 
 
-def test_errors_passed_through_take_no_token(flavor):
-    budget = RetryBudget(10, 0.1)
+def test_errors_passed_through_take_no_token(flavor, extras):
+    budget = extras.RetryBudget(10, 0.1)
     retry = flavor.Retry(NoBackoff(), 3, (CE,), budget=budget)
     with pytest.raises(KeyError):
         flavor.call(retry, failing([KeyError("k")]))
     assert budget.tokens == 10.0
 
 
-def test_a_supported_error_refused_by_is_retryable_takes_its_token(flavor):
-    budget = RetryBudget(10, 0.1)
+def test_a_supported_error_refused_by_is_retryable_takes_its_token(flavor, extras):
+    budget = extras.RetryBudget(10, 0.1)
     retry = flavor.Retry(NoBackoff(), 3, budget=budget)
     with pytest.raises(CE):
         flavor.call(retry, failing([CE("x")]), is_retryable=lambda error: False)
     assert budget.tokens == 9.0
 
 
-def test_one_budget_is_shared_by_retries_of_both_kinds(flavor):
-    budget = RetryBudget(6, 1)
-    sync_retry = retry_module.Retry(NoBackoff(), 100, budget=budget)
+def test_one_budget_is_shared_by_retries_of_both_kinds(flavor, extras):
+    budget = extras.RetryBudget(6, 1)
+    sync_retry = extras.Retry(NoBackoff(), 100, budget=budget)
     retry = flavor.Retry(NoBackoff(), 100, budget=budget)
     with pytest.raises(CE):
         sync_retry.call_with_retry(always_failing(), lambda error: None)
@@ -530,9 +537,9 @@ def test_one_budget_is_shared_by_retries_of_both_kinds(flavor):
     assert do.attempts == 1  # already at half: no retry for this Retry either
 
 
-def test_budget_pickles_by_value():
-    budget = RetryBudget(10, 0.1)
-    retry = retry_module.Retry(NoBackoff(), 100, budget=budget)
+def test_budget_pickles_by_value(extras):
+    budget = extras.RetryBudget(10, 0.1)
+    retry = extras.Retry(NoBackoff(), 100, budget=budget)
     retry.call_with_retry(failing([CE("a"), CE("b"), CE("c")], then=1), lambda error: None)
     assert budget.tokens == pytest.approx(7.1)
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
@@ -544,9 +551,9 @@ def test_budget_pickles_by_value():
         budget.__setstate__("3")
 
 
-def test_asyncio_tasks_share_one_budget():
-    budget, stats = RetryBudget(10, 0.1), RetryStats()
-    retry = async_retry_module.Retry(NoBackoff(), 100, budget=budget, stats=stats)
+def test_asyncio_tasks_share_one_budget(extras):
+    budget, stats = extras.RetryBudget(10, 0.1), extras.RetryStats()
+    retry = extras.AsyncRetry(NoBackoff(), 100, budget=budget, stats=stats)
 
     async def do():
         await asyncio.sleep(0)
@@ -574,11 +581,11 @@ def test_asyncio_tasks_share_one_budget():
 # ---------------------------------------------------------------- threads
 
 
-def test_threads_hammering_one_budget_keep_it_in_range():
+def test_threads_hammering_one_budget_keep_it_in_range(extras):
     max_tokens = 5
-    budget = RetryBudget(max_tokens, 0.7)
-    stats = RetryStats()
-    retry = retry_module.Retry(NoBackoff(), 3, budget=budget, stats=stats)
+    budget = extras.RetryBudget(max_tokens, 0.7)
+    stats = extras.RetryStats()
+    retry = extras.Retry(NoBackoff(), 3, budget=budget, stats=stats)
     stop = threading.Event()
     seen = []
     errors = []
@@ -631,22 +638,22 @@ def test_threads_hammering_one_budget_keep_it_in_range():
 # ---------------------------------------------------------------- stats
 
 
-def test_stats_start_at_zero_and_snapshot_is_a_dict():
-    stats = RetryStats()
+def test_stats_start_at_zero_and_snapshot_is_a_dict(extras):
+    stats = extras.RetryStats()
     snapshot = stats.snapshot()
     assert list(snapshot) == STAT_KEYS
     assert snapshot == dict.fromkeys(STAT_KEYS, 0)
     assert isinstance(snapshot["slept_seconds"], float)
     assert all(getattr(stats, key) == 0 for key in STAT_KEYS)
     with pytest.raises(TypeError):
-        RetryStats(1)
+        extras.RetryStats(1)
     with pytest.raises(AttributeError):
         stats.calls = 3
     assert repr(stats).startswith("RetryStats(calls=0, attempts=0, ")
 
 
-def test_stats_count_every_outcome(flavor):
-    stats = RetryStats()
+def test_stats_count_every_outcome(flavor, extras):
+    stats = extras.RetryStats()
     retry = flavor.Retry(ConstantBackoff(0.5), 2, (CE,), stats=stats)
     assert flavor.call(retry, failing([], then=1)) == 1  # success at once
     assert flavor.call(retry, failing([CE("a")], then=2)) == 2  # one retry
@@ -660,7 +667,7 @@ def test_stats_count_every_outcome(flavor):
     with pytest.raises(CE):  # the deadline: the 0.5 s sleep would reach it
         flavor.call(retry, always_failing())
     retry.deadline = None
-    retry.budget = RetryBudget(2, 0.1)
+    retry.budget = extras.RetryBudget(2, 0.1)
     with pytest.raises(CE):  # the budget: 2 -> 1, not above 1
         flavor.call(retry, always_failing())
     assert stats.snapshot() == {
@@ -681,11 +688,11 @@ def test_stats_count_every_outcome(flavor):
     assert stats.snapshot() == dict.fromkeys(STAT_KEYS, 0)
 
 
-def test_stats_count_a_rejection_by_the_retrys_checker(flavor):
+def test_stats_count_a_rejection_by_the_retrys_checker(flavor, extras):
     """The Retry's own checker (redis-py 8.2's is_retryable) said no: a
     give-up counted as not retryable once fail() has returned, as the
     exhausted ones are; a fail() that raises ends the call without one."""
-    stats, budget = RetryStats(), RetryBudget(10, 0.1)
+    stats, budget = extras.RetryStats(), extras.RetryBudget(10, 0.1)
     failed = []
     retry = flavor.Retry(ConstantBackoff(0.5), 3, is_retryable=never, stats=stats, budget=budget)
     with pytest.raises(CE):
@@ -727,8 +734,8 @@ def test_a_checker_with_a_deadline(flavor):
     assert do.attempts == 2 and flavor.slept == []  # the 0.5 s sleep would reach it
 
 
-def test_the_checker_with_the_extras_in_eq_repr_copies(flavor):
-    stats = RetryStats()
+def test_the_checker_with_the_extras_in_eq_repr_copies(flavor, extras):
+    stats = extras.RetryStats()
     retry = flavor.Retry(NoBackoff(), 3, (CE,), never, deadline=0.5, stats=stats)
     assert retry == flavor.Retry(NoBackoff(), 3, (CE,), never, deadline=0.5, stats=stats)
     assert retry != flavor.Retry(NoBackoff(), 3, (CE,), deadline=0.5, stats=stats)
@@ -739,8 +746,8 @@ def test_the_checker_with_the_extras_in_eq_repr_copies(flavor):
     assert twin.is_retryable is never and twin.deadline == 0.5
 
 
-def test_stats_count_a_deadline_reached_after_the_sleep(flavor):
-    stats = RetryStats()
+def test_stats_count_a_deadline_reached_after_the_sleep(flavor, extras):
+    stats = extras.RetryStats()
     retry = flavor.Retry(NoBackoff(), 100, deadline=0.05, stats=stats)
     with pytest.raises(CE):
         flavor.call(retry, always_failing(pause=0.03))
@@ -749,9 +756,9 @@ def test_stats_count_a_deadline_reached_after_the_sleep(flavor):
     assert snapshot["attempts"] == snapshot["retries"] + 1 == snapshot["failed_attempts"]
 
 
-def test_stats_pickle_by_value():
-    stats = RetryStats()
-    retry = retry_module.Retry(NoBackoff(), 1, stats=stats)
+def test_stats_pickle_by_value(extras):
+    stats = extras.RetryStats()
+    retry = extras.Retry(NoBackoff(), 1, stats=stats)
     retry.call_with_retry(lambda: 1, lambda error: None)
     twin = pickle.loads(pickle.dumps(stats))
     assert twin is not stats and twin.snapshot() == stats.snapshot()
@@ -759,9 +766,9 @@ def test_stats_pickle_by_value():
         twin.__setstate__({"calls": "many"})
 
 
-def test_threads_counting_into_one_stats():
-    stats = RetryStats()
-    retry = retry_module.Retry(NoBackoff(), 1, stats=stats)
+def test_threads_counting_into_one_stats(extras):
+    stats = extras.RetryStats()
+    retry = extras.Retry(NoBackoff(), 1, stats=stats)
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
 
@@ -797,11 +804,11 @@ def test_threads_counting_into_one_stats():
 # ---------------------------------------------------------------- GC, leaks
 
 
-def test_a_retry_with_extras_in_a_cycle_is_collected(flavor):
+def test_a_retry_with_extras_in_a_cycle_is_collected(flavor, extras):
     class Sub(flavor.Retry):
         pass
 
-    budget, stats = RetryBudget(10, 0.1), RetryStats()
+    budget, stats = extras.RetryBudget(10, 0.1), extras.RetryStats()
     retry = Sub(NoBackoff(), 1, deadline=1.0, budget=budget, stats=stats)
     retry.me = retry
     ref = weakref.ref(retry)
@@ -811,9 +818,9 @@ def test_a_retry_with_extras_in_a_cycle_is_collected(flavor):
     assert sys.getrefcount(budget) == 2 and sys.getrefcount(stats) == 2
 
 
-def test_no_leak_on_the_paths_with_extras():
-    budget, stats = RetryBudget(10, 0.1), RetryStats()
-    retry = retry_module.Retry(NoBackoff(), 2, deadline=10.0, budget=budget, stats=stats)
+def test_no_leak_on_the_paths_with_extras(extras):
+    budget, stats = extras.RetryBudget(10, 0.1), extras.RetryStats()
+    retry = extras.Retry(NoBackoff(), 2, deadline=10.0, budget=budget, stats=stats)
 
     def run():
         retry.call_with_retry(lambda: 1, lambda error: None)
@@ -830,17 +837,21 @@ def test_no_leak_on_the_paths_with_extras():
 
 
 def test_top_level_exports():
-    assert redis_backoff_c.RetryBudget is RetryBudget
-    assert redis_backoff_c.RetryStats is RetryStats
+    """The package gives the C types, or the twin without the extension."""
+    side = EXTRAS["c"] if redis_backoff_c.IMPLEMENTATION == "c" else EXTRAS["py"]
+    assert redis_backoff_c.RetryBudget is side.RetryBudget
+    assert redis_backoff_c.RetryStats is side.RetryStats
+    assert retry_module.Retry is side.Retry
+    assert async_retry_module.Retry is side.AsyncRetry
     assert "RetryBudget" in redis_backoff_c.__all__ and "RetryStats" in redis_backoff_c.__all__
 
 
 # ---------------------------------------------------------------- reentrancy
 
 
-def test_fail_callback_changing_the_extras_mid_call(flavor):
-    first, second = RetryStats(), RetryStats()
-    budget = RetryBudget(10, 0.1)
+def test_fail_callback_changing_the_extras_mid_call(flavor, extras):
+    first, second = extras.RetryStats(), extras.RetryStats()
+    budget = extras.RetryBudget(10, 0.1)
     retry = flavor.Retry(NoBackoff(), 3, budget=budget, stats=first)
     calls = []
 
@@ -886,9 +897,9 @@ class DelayBackoff:
         return Delay(self.retry, 0.01)
 
 
-def test_a_delay_whose_float_changes_the_extras(flavor):
+def test_a_delay_whose_float_changes_the_extras(flavor, extras):
     backoff = DelayBackoff()
-    retry = flavor.Retry(backoff, 2, deadline=10.0, stats=RetryStats())
+    retry = flavor.Retry(backoff, 2, deadline=10.0, stats=extras.RetryStats())
     backoff.retry = retry
     do = failing([CE("a"), CE("b")], then="ok")
     assert flavor.call(retry, do) == "ok"

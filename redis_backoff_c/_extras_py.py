@@ -1,0 +1,834 @@
+"""The pure-Python twin of the C extras: ``RetryBudget``, ``RetryStats``, and
+the sync and asyncio ``Retry`` types with ``deadline=``, ``budget=`` and
+``stats=``.
+
+Without the C extension (``REDIS_BACKOFF_C_DISABLE=1``, another interpreter,
+an install without a compiler) these are what ``redis_backoff_c.RetryBudget``,
+``RetryStats``, ``redis_backoff_c.retry.Retry`` and
+``redis_backoff_c.asyncio.retry.Retry`` are, so code written for the package
+keeps working where it falls back (as MarkupSafe and multidict ship a Python
+twin of their C code).  With the extension the C types are used, and this
+module is imported only by the tests, which run the extras' contract over
+both: the twin is the executable specification of ``csrc/extras.c``.
+
+What it shares with the C types:
+
+- ``RetryBudget(max_tokens, token_ratio)``: gRFC A6 retry throttling.  The
+  bucket starts full; an attempt that fails with a supported error takes one
+  token (never below 0); a successful ``call_with_retry`` puts
+  ``token_ratio`` back (never above ``max_tokens``); a retry needs more than
+  ``max_tokens / 2`` tokens.  Final; pickled by value.
+- ``RetryStats()``: the same counters, ``snapshot()`` keys in the same order,
+  ``reset()``; pickled by value.
+- ``Retry`` (a subclass of ``redis.retry.Retry``) and ``AsyncRetry`` (of
+  ``redis.asyncio.retry.Retry``): redis-py's parameters, redis-py 8.2's
+  ``is_retryable`` checker whatever redis-py is installed, and the
+  keyword-only extras, checked with the same errors and messages.
+  ``call_with_retry`` runs redis-py's loop with the extras' hooks at the
+  points where the C loop has them (``csrc/retry_core.h`` lists them): the
+  deadline on the monotonic clock, fixed when the call starts, never slept
+  past, no attempt started after it; budget and stats read when each hook
+  runs.  ``==`` includes the extras (the deadline by value, budget and stats
+  by identity); ``hash`` keeps redis-py's formula; ``repr`` shows the extras
+  set; ``copy.copy`` and ``copy.deepcopy`` share the budget and the stats;
+  pickle carries them by value.
+
+Budget and stats take a lock for every change, so they are safe under
+threads on any interpreter.  The sync ``Retry`` sleeps through
+``redis_backoff_c.retry.sleep`` and the asyncio one awaits
+``redis_backoff_c.asyncio.retry.sleep``, looked up at each sleep, as the C
+types do.
+
+Differences that remain, by design of a Python subclass: the twin's
+parameters other than the extras are redis-py's (no early type checks of
+``retries`` or ``supported_errors``, which are stored as given), and since
+the twin is a real subclass of redis-py's ``Retry``, ``redis_py_retry ==
+twin_with_extras`` asks the twin first (Python tries a subclass's reflected
+``__eq__`` first) and is false, where for the C types it is true.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import socket
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar, Final, NoReturn, TypeVar, final
+
+import redis.asyncio.retry
+import redis.exceptions
+import redis.retry
+from redis.backoff import AbstractBackoff
+
+__all__ = ["AsyncRetry", "Retry", "RetryBudget", "RetryStats"]
+
+_T = TypeVar("_T")
+
+#: The counters of RetryStats, in snapshot() order (then slept_seconds).
+STAT_NAMES: Final = (
+    "calls",
+    "attempts",
+    "successes",
+    "failed_attempts",
+    "retries",
+    "give_ups_exhausted",
+    "give_ups_not_retryable",
+    "give_ups_deadline",
+    "give_ups_budget",
+    "unhandled_errors",
+)
+
+# redis-py 8.2 gave Retry its own checker and made call_with_retry test its
+# is_retryable argument with `is not None` (8.0, 8.1: its truth).
+_CHECKER_NOT_NONE: Final = hasattr(redis.retry.AbstractRetry, "is_retryable")
+
+
+# --- Arguments, checked as csrc/args.c checks them ------------------------
+
+
+def _bind(
+    owner: str,
+    names: tuple[str, ...],
+    positional: int,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+) -> list[Any]:
+    """The values of ``names`` from a call, with the C binder's messages."""
+    if len(args) > positional:
+        plural = "" if positional == 1 else "s"
+        raise TypeError(
+            f"{owner}() takes at most {positional} positional argument{plural} ({len(args)} given)"
+        )
+    values: dict[str, Any] = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names:
+            raise TypeError(f"{owner}() got an unexpected keyword argument '{key}'")
+        if key in values:
+            raise TypeError(f"{owner}() got multiple values for argument '{key}'")
+        values[key] = value
+    for index, name in enumerate(names):
+        if name not in values:
+            if name not in defaults:
+                raise TypeError(f"{owner}() missing required argument '{name}' (pos {index + 1})")
+            values[name] = defaults[name]
+    return [values[name] for name in names]
+
+
+def _is_real(value: object) -> bool:
+    kind = type(value)
+    return (
+        isinstance(value, (int, float)) or hasattr(kind, "__float__") or hasattr(kind, "__index__")
+    )
+
+
+def _real(owner: str, name: str, value: object) -> float:
+    if not _is_real(value):
+        raise TypeError(
+            f"{owner}() argument '{name}' must be a real number, not {type(value).__name__}"
+        )
+    return float(value)  # type: ignore[arg-type]
+
+
+def _positive(owner: str, name: str, value: object, allow_infinite: bool) -> float:
+    number = _real(owner, name, value)
+    if not number > 0.0 or (not allow_infinite and number == float("inf")):
+        finite = "" if allow_infinite else "finite "
+        raise ValueError(
+            f"{owner}() argument '{name}' must be a {finite}positive number, not {value!r}"
+        )
+    return number
+
+
+# --- RetryBudget ------------------------------------------------------------
+
+
+@final
+class RetryBudget:
+    """RetryBudget(max_tokens, token_ratio)
+
+    Retry throttling as gRPC's (gRFC A6), shared by every Retry that holds
+    it: the bucket starts with max_tokens tokens; each attempt that fails
+    with a supported error takes one (never below 0); each call_with_retry
+    that succeeds puts token_ratio back (never above max_tokens). A retry
+    is allowed only while more than max_tokens / 2 tokens are left; a
+    call's first attempt is never refused."""
+
+    __slots__ = ("_lock", "_max_tokens", "_token_ratio", "_max", "_ratio", "_tokens", "_threshold")
+
+    _lock: threading.Lock
+    _max_tokens: float
+    _token_ratio: float
+    _max: float
+    _ratio: float
+    _tokens: float
+    _threshold: float
+
+    def __init_subclass__(cls, **kwargs: Any) -> NoReturn:
+        # As the C type: final, so that a subclass cannot change its rules.
+        raise TypeError("type 'RetryBudget' is not an acceptable base type")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        max_tokens, token_ratio = _bind(
+            "RetryBudget", ("max_tokens", "token_ratio"), 2, args, kwargs, {}
+        )
+        maximum = _positive("RetryBudget", "max_tokens", max_tokens, False)
+        ratio = _positive("RetryBudget", "token_ratio", token_ratio, False)
+        self._lock = threading.Lock()
+        self._max_tokens = max_tokens
+        self._token_ratio = token_ratio
+        self._max = maximum
+        self._ratio = ratio
+        self._tokens = maximum  # gRFC A6: the bucket starts full
+        self._threshold = maximum / 2.0
+
+    @property
+    def max_tokens(self) -> float:
+        """the size of the bucket (read-only)"""
+        return self._max_tokens
+
+    @property
+    def token_ratio(self) -> float:
+        """tokens a successful call_with_retry puts back (read-only)"""
+        return self._token_ratio
+
+    @property
+    def tokens(self) -> float:
+        """the tokens in the bucket now, in [0, max_tokens]"""
+        with self._lock:
+            return self._tokens
+
+    @property
+    def retry_allowed(self) -> bool:
+        """whether a retry would be allowed now: tokens > max_tokens / 2"""
+        return self.tokens > self._threshold
+
+    def _take(self) -> None:
+        """A failed attempt: one token less, never below 0."""
+        with self._lock:
+            self._tokens = max(self._tokens - 1.0, 0.0)
+
+    def _give(self) -> None:
+        """A successful call: token_ratio back, never above max_tokens."""
+        with self._lock:
+            self._tokens = min(self._tokens + self._ratio, self._max)
+
+    def __repr__(self) -> str:
+        return (
+            f"RetryBudget(max_tokens={self._max_tokens!r}, "
+            f"token_ratio={self._token_ratio!r}, tokens={self.tokens!r})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled by value: (RetryBudget, (max_tokens, token_ratio), tokens).
+        return (type(self), (self._max_tokens, self._token_ratio), self.tokens)
+
+    def __setstate__(self, state: float) -> None:
+        tokens = _real("RetryBudget.__setstate__", "state", state)
+        if not 0.0 <= tokens <= self._max:
+            raise ValueError(
+                "RetryBudget.__setstate__() argument 'state' must be a token count "
+                f"in [0, max_tokens], not {state!r}"
+            )
+        with self._lock:
+            self._tokens = tokens
+
+
+# --- RetryStats -------------------------------------------------------------
+
+
+class _Counter:
+    """A read-only counter attribute of RetryStats."""
+
+    def __init__(self, index: int, doc: str) -> None:
+        self.index = index
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: RetryStats | None, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        with instance._lock:
+            return instance._counts[self.index]
+
+    def __set__(self, instance: RetryStats, value: object) -> NoReturn:
+        raise AttributeError(f"attribute '{self.name}' of 'RetryStats' objects is not writable")
+
+
+@final
+class RetryStats:
+    """RetryStats()
+
+    Counters of call_with_retry, shared by every Retry that holds them:
+    calls, attempts, successes, failed attempts, retries, give-ups by
+    reason, errors passed through, and seconds of backoff slept."""
+
+    __slots__ = ("_lock", "_counts", "_slept")
+
+    _lock: threading.Lock
+    _counts: list[int]
+    _slept: float
+
+    calls = _Counter(0, "call_with_retry calls started")
+    attempts = _Counter(1, "do() attempts that ended (returned or raised)")
+    successes = _Counter(2, "calls whose do() returned")
+    failed_attempts = _Counter(3, "attempts that raised a supported error")
+    retries = _Counter(4, "attempts after a call's first")
+    give_ups_exhausted = _Counter(5, "calls that raised: retries exhausted")
+    give_ups_not_retryable = _Counter(6, "calls that raised: is_retryable(error) was false")
+    give_ups_deadline = _Counter(7, "calls that raised: the deadline")
+    give_ups_budget = _Counter(8, "calls that raised: the budget refused")
+    unhandled_errors = _Counter(9, "errors of do() passed through unhandled (not supported errors)")
+
+    # The indexes above, by name, for the hooks.
+    CALLS: ClassVar[int] = 0
+    ATTEMPTS: ClassVar[int] = 1
+    SUCCESSES: ClassVar[int] = 2
+    FAILED_ATTEMPTS: ClassVar[int] = 3
+    RETRIES: ClassVar[int] = 4
+    GIVE_UPS_EXHAUSTED: ClassVar[int] = 5
+    GIVE_UPS_NOT_RETRYABLE: ClassVar[int] = 6
+    GIVE_UPS_DEADLINE: ClassVar[int] = 7
+    GIVE_UPS_BUDGET: ClassVar[int] = 8
+    UNHANDLED: ClassVar[int] = 9
+
+    def __init_subclass__(cls, **kwargs: Any) -> NoReturn:
+        raise TypeError("type 'RetryStats' is not an acceptable base type")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args or kwargs:
+            raise TypeError("RetryStats() takes no arguments")
+        self._lock = threading.Lock()
+        self._counts = [0] * len(STAT_NAMES)
+        self._slept = 0.0
+
+    @property
+    def slept_seconds(self) -> float:
+        """seconds of backoff slept (the delays computed)"""
+        with self._lock:
+            return self._slept
+
+    def _count(self, *indexes: int) -> None:
+        with self._lock:
+            for index in indexes:
+                self._counts[index] += 1
+
+    def _add_slept(self, seconds: float) -> None:
+        with self._lock:
+            self._slept += seconds
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters now, as a dict (one consistent reading)."""
+        with self._lock:
+            counts, slept = list(self._counts), self._slept
+        result: dict[str, Any] = dict(zip(STAT_NAMES, counts))
+        result["slept_seconds"] = float(slept)
+        return result
+
+    def reset(self) -> None:
+        """Set every counter to 0."""
+        with self._lock:
+            self._counts = [0] * len(STAT_NAMES)
+            self._slept = 0.0
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{key}={value!r}" for key, value in self.snapshot().items())
+        return f"RetryStats({fields})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled by value: (RetryStats, (), snapshot()).
+        return (type(self), (), self.snapshot())
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict):
+            raise TypeError(
+                f"RetryStats.__setstate__() argument must be a dict, not {type(state).__name__}"
+            )
+        counts = []
+        for name in STAT_NAMES:
+            value = state.get(name, 0)
+            if not isinstance(value, int):
+                raise TypeError(
+                    f"RetryStats state '{name}' must be an int, not {type(value).__name__}"
+                )
+            if not 0 <= value < 2**64:
+                raise OverflowError(f"RetryStats state '{name}' out of range: {value!r}")
+            counts.append(value)
+        slept = state.get("slept_seconds")
+        seconds = 0.0 if slept is None else _real("RetryStats.__setstate__", "slept_seconds", slept)
+        with self._lock:
+            self._counts = counts
+            self._slept = seconds
+
+
+# --- The Retry types --------------------------------------------------------
+
+_EXTRAS: Final = ("deadline", "budget", "stats")
+_INIT_NAMES: Final = (
+    "backoff",
+    "retries",
+    "supported_errors",
+    "is_retryable",
+    "deadline",
+    "budget",
+    "stats",
+)
+
+
+def _check_shared(owner: str, name: str, value: object, kind: type) -> None:
+    """budget or stats: None, or exactly ``kind`` (the types are final)."""
+    if value is not None and type(value) is not kind:
+        raise TypeError(
+            f"{owner}() argument '{name}' must be a {kind.__name__} or None, "
+            f"not {type(value).__name__}"
+        )
+
+
+def _check_callable(obj: Any, name: str) -> None:
+    if not callable(obj):
+        raise TypeError(
+            f"call_with_retry() argument '{name}' must be callable, not {type(obj).__name__}"
+        )
+
+
+class _Extras:
+    """What both twin Retry types add to redis-py's: the extras' attributes
+    and checks, ``==``, ``repr``, ``deepcopy``, and the hooks of
+    ``call_with_retry`` (the points of ``csrc/retry_core.h``).
+
+    The extras live in the instance ``__dict__`` under their own names, and
+    only while set: a plain Retry's ``__dict__`` (its pickle state) is
+    redis-py's.  The properties below, data descriptors, take precedence."""
+
+    _backoff: AbstractBackoff
+    _retries: int
+    _supported_errors: tuple[type[Exception], ...]
+    _is_retryable: Callable[[Exception], bool] | None
+    _DEFAULT_ERRORS: ClassVar[tuple[type[Exception], ...]]
+    _FAMILY: ClassVar[type]
+
+    def _init(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        owner = "Retry"  # as the C types name themselves, subclasses too
+        backoff, retries, errors, checker, deadline, budget, stats = _bind(
+            owner,
+            _INIT_NAMES,
+            4,
+            args,
+            kwargs,
+            {
+                "supported_errors": self._DEFAULT_ERRORS,
+                "is_retryable": None,
+                "deadline": None,
+                "budget": None,
+                "stats": None,
+            },
+        )
+        if deadline is not None:
+            _positive(owner, "deadline", deadline, True)
+        _check_shared(owner, "budget", budget, RetryBudget)
+        _check_shared(owner, "stats", stats, RetryStats)
+        # redis-py's own __init__ for its parameters; the checker is 8.2's,
+        # set here whatever redis-py is installed (8.0/8.1 take none).
+        family: Any = self._FAMILY
+        family.__init__(self, backoff, retries, errors)
+        self._is_retryable = checker
+        # __init__ again on an object: the extras are the ones given now.
+        state = vars(self)
+        for name, value in zip(_EXTRAS, (deadline, budget, stats)):
+            if value is None:
+                state.pop(name, None)
+            else:
+                state[name] = value
+
+    # -- the attributes
+
+    @property
+    def is_retryable(self) -> Callable[[Exception], bool] | None:
+        """The Retry's own checker (redis-py 8.2's), applied with supported_errors."""
+        return self._is_retryable
+
+    @is_retryable.setter
+    def is_retryable(self, value: Callable[[Exception], bool] | None) -> None:
+        self._is_retryable = value
+
+    def _get(self, name: str) -> Any:
+        return vars(self).get(name)
+
+    def _store(self, name: str, value: object) -> None:
+        if value is None:
+            vars(self).pop(name, None)
+        else:
+            vars(self)[name] = value
+
+    @property
+    def deadline(self) -> float | None:
+        """Seconds one call_with_retry may take (monotonic clock), or None."""
+        return self._get("deadline")  # type: ignore[no-any-return]
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        if value is not None:
+            _positive("Retry.deadline", "value", value, True)
+        self._store("deadline", value)
+
+    @deadline.deleter
+    def deadline(self) -> NoReturn:
+        raise AttributeError("cannot delete attribute 'deadline'")
+
+    @property
+    def budget(self) -> RetryBudget | None:
+        """The RetryBudget shared by the copies of this Retry, or None."""
+        return self._get("budget")  # type: ignore[no-any-return]
+
+    @budget.setter
+    def budget(self, value: RetryBudget | None) -> None:
+        _check_shared("Retry.budget", "value", value, RetryBudget)
+        self._store("budget", value)
+
+    @budget.deleter
+    def budget(self) -> NoReturn:
+        raise AttributeError("cannot delete attribute 'budget'")
+
+    @property
+    def stats(self) -> RetryStats | None:
+        """The RetryStats shared by the copies of this Retry, or None."""
+        return self._get("stats")  # type: ignore[no-any-return]
+
+    @stats.setter
+    def stats(self, value: RetryStats | None) -> None:
+        _check_shared("Retry.stats", "value", value, RetryStats)
+        self._store("stats", value)
+
+    @stats.deleter
+    def stats(self) -> NoReturn:
+        raise AttributeError("cannot delete attribute 'stats'")
+
+    def _has_extras(self) -> bool:
+        state = vars(self)
+        return "deadline" in state or "budget" in state or "stats" in state
+
+    # -- ==, hash, repr, deepcopy
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, self._FAMILY):
+            return NotImplemented
+        theirs: Any = other
+        result = (
+            self._backoff == theirs._backoff
+            and self._retries == theirs._retries
+            and set(self._supported_errors) == set(theirs._supported_errors)
+            and self._is_retryable == getattr(theirs, "_is_retryable", None)
+        )
+        mine = isinstance(other, _Extras)
+        if result and (self._has_extras() or (mine and theirs._has_extras())):
+            # The extras too, when either side has some (redis-py's Retry
+            # and the C one have none here): the deadline by value, budget
+            # and stats by identity.
+            other_extras = theirs if mine else None
+
+            def extra(retry: _Extras | None, name: str) -> Any:
+                return None if retry is None else retry._get(name)
+
+            if extra(self, "budget") is not extra(other_extras, "budget"):
+                return False
+            if extra(self, "stats") is not extra(other_extras, "stats"):
+                return False
+            a, b = extra(self, "deadline"), extra(other_extras, "deadline")
+            if a is None or b is None:
+                return a is b
+            return bool(a == b)
+        return result
+
+    def __hash__(self) -> int:
+        return hash((self._backoff, self._retries, frozenset(self._supported_errors)))
+
+    def __repr__(self) -> str:
+        text = (
+            f"{type(self).__name__}({self._backoff!r}, {self._retries!r}, "
+            f"supported_errors={self._supported_errors!r}"
+        )
+        if self._is_retryable is not None:
+            text += f", is_retryable={self._is_retryable!r}"
+        for name in _EXTRAS:
+            value = self._get(name)
+            if value is not None:
+                text += f", {name}={value!r}"
+        return text + ")"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        # A deep copy of everything but the budget and the stats, which the
+        # copy shares: redis-py deep-copies a client's Retry into each
+        # connection, and a client has one budget and one set of counters.
+        cls = type(self)
+        twin = cls.__new__(cls)
+        memo[id(self)] = twin
+        state = vars(twin)
+        for key, value in vars(self).items():
+            state[key] = value if key in ("budget", "stats") else copy.deepcopy(value, memo)
+        return twin
+
+    # -- the hooks of call_with_retry (csrc/extras.h)
+
+    def _begin(self) -> float | None:
+        """Once, after reset(): counts the call; the call's deadline (when
+        it must end, monotonic seconds) or None."""
+        state = vars(self)
+        stats: RetryStats | None = state.get("stats")
+        if stats is not None:
+            stats._count(RetryStats.CALLS)
+        deadline = state.get("deadline")
+        return None if deadline is None else time.monotonic() + float(deadline)
+
+    def _succeeded(self) -> None:
+        state = vars(self)
+        stats: RetryStats | None = state.get("stats")
+        if stats is not None:
+            stats._count(RetryStats.ATTEMPTS, RetryStats.SUCCESSES)
+        budget: RetryBudget | None = state.get("budget")
+        if budget is not None:
+            budget._give()
+
+    def _catches(self, error: BaseException) -> bool:
+        """Does ``except self._supported_errors`` catch ``error``?  Counts
+        the attempt (failed, taking a token, or passed through)."""
+        caught = isinstance(error, self._supported_errors)
+        state = vars(self)
+        stats: RetryStats | None = state.get("stats")
+        if stats is not None:
+            stats._count(
+                RetryStats.ATTEMPTS,
+                RetryStats.FAILED_ATTEMPTS if caught else RetryStats.UNHANDLED,
+            )
+        budget: RetryBudget | None = state.get("budget")
+        if caught and budget is not None:
+            budget._take()
+        return caught
+
+    def _gave_up_not_retryable(self) -> None:
+        stats: RetryStats | None = self._get("stats")
+        if stats is not None:
+            stats._count(RetryStats.GIVE_UPS_NOT_RETRYABLE)
+
+    def _own_verdict(self, error: Exception) -> bool:
+        checker = self._is_retryable
+        return checker is None or bool(checker(error))
+
+    def _call_verdict(
+        self, is_retryable: Callable[[Exception], bool] | None, error: Exception
+    ) -> bool:
+        """The call's is_retryable, tested as the installed redis-py tests it."""
+        present = is_retryable is not None if _CHECKER_NOT_NONE else bool(is_retryable)
+        if present and not is_retryable(error):  # type: ignore[misc]
+            self._gave_up_not_retryable()
+            return False
+        return True
+
+    def _refuse_retry(self, failures: int) -> bool:
+        """After fail(): True when the error must be raised now (retries
+        exhausted, or the budget at or below half), counted by reason."""
+        exhausted = self._retries >= 0 and failures > self._retries
+        state = vars(self)
+        stats: RetryStats | None = state.get("stats")
+        if exhausted:
+            if stats is not None:
+                stats._count(RetryStats.GIVE_UPS_EXHAUSTED)
+            return True
+        budget: RetryBudget | None = state.get("budget")
+        if budget is not None and not budget.tokens > budget._threshold:
+            if stats is not None:
+                stats._count(RetryStats.GIVE_UPS_BUDGET)
+            return True
+        return False
+
+    def _before_sleep(self, deadline_at: float | None, delay: Any) -> bool:
+        """Before sleeping ``delay`` (> 0): False to give up, because the
+        sleep would reach the call's deadline; adds it to slept_seconds."""
+        state = vars(self)
+        if deadline_at is None and state.get("stats") is None:
+            return True
+        seconds = float(delay)
+        # The delay's __float__ may have changed the extras: read them again.
+        stats: RetryStats | None = vars(self).get("stats")
+        if deadline_at is not None and time.monotonic() + seconds >= deadline_at:
+            if stats is not None:
+                stats._count(RetryStats.GIVE_UPS_DEADLINE)
+            return False
+        if stats is not None:
+            stats._add_slept(seconds)
+        return True
+
+    def _before_retry(self, deadline_at: float | None) -> bool:
+        """Before each attempt after the first: False to give up, because
+        the deadline has passed; else the retry is counted."""
+        stats: RetryStats | None = self._get("stats")
+        if deadline_at is not None and time.monotonic() >= deadline_at:
+            if stats is not None:
+                stats._count(RetryStats.GIVE_UPS_DEADLINE)
+            return False
+        if stats is not None:
+            stats._count(RetryStats.RETRIES)
+        return True
+
+
+def _module(name: str) -> Any:
+    module = sys.modules.get(name)
+    return module if module is not None else importlib.import_module(name)
+
+
+def _sync_sleep(delay: Any) -> None:
+    """``redis_backoff_c.retry.sleep(delay)``, looked up now."""
+    _module("redis_backoff_c.retry").sleep(delay)
+
+
+def _async_sleep(delay: Any) -> Awaitable[Any]:
+    """``redis_backoff_c.asyncio.retry.sleep(delay)``, looked up now."""
+    return _module("redis_backoff_c.asyncio.retry").sleep(delay)  # type: ignore[no-any-return]
+
+
+class Retry(_Extras, redis.retry.Retry):
+    """Retry(backoff, retries, supported_errors=..., is_retryable=None, *,
+          deadline=None, budget=None, stats=None)
+
+    redis-py's Retry with the opt-in extras: ``deadline`` bounds one call
+    (seconds), ``budget`` (RetryBudget) throttles retries, ``stats``
+    (RetryStats) counts.  The pure-Python twin of the C type."""
+
+    _DEFAULT_ERRORS = (
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+        socket.timeout,
+    )
+    _FAMILY = redis.retry.Retry
+    __hash__ = _Extras.__hash__
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._init(args, kwargs)
+
+    def call_with_retry(
+        self,
+        do: Callable[[], _T],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> _T:
+        """Return do(); on an error in _supported_errors, call fail(error) (or
+        fail(error, failures)), sleep _backoff.compute(failures) seconds through
+        redis_backoff_c.retry.sleep and call do() again, up to _retries times
+        (forever when < 0); then raise the error.  The deadline, the budget
+        and the stats decide and count as in the C Retry."""
+        _check_callable(do, "do")
+        _check_callable(fail, "fail")
+        backoff: Any = self._backoff
+        backoff.reset()
+        deadline_at = self._begin()
+        failures = 0
+        while True:
+            try:
+                result = do()
+            except BaseException as error:
+                if not self._catches(error):
+                    raise
+                if not self._own_verdict(error):  # type: ignore[arg-type]
+                    if with_failure_count:
+                        fail(error, failures + 1)
+                    else:
+                        fail(error)
+                    self._gave_up_not_retryable()
+                    raise
+                if not self._call_verdict(is_retryable, error):  # type: ignore[arg-type]
+                    raise
+                failures += 1
+                if with_failure_count:
+                    fail(error, failures)
+                else:
+                    fail(error)
+                if self._refuse_retry(failures):
+                    raise
+                delay = self._backoff.compute(failures)
+                if delay > 0:
+                    if not self._before_sleep(deadline_at, delay):
+                        raise
+                    _sync_sleep(delay)
+                if not self._before_retry(deadline_at):
+                    raise
+            else:
+                self._succeeded()
+                return result
+
+
+class AsyncRetry(_Extras, redis.asyncio.retry.Retry):
+    """Retry(backoff, retries, supported_errors=..., is_retryable=None, *,
+          deadline=None, budget=None, stats=None)
+
+    redis-py's asyncio Retry with the opt-in extras (see the sync Retry).
+    The pure-Python twin of the C type."""
+
+    _DEFAULT_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+    _FAMILY = redis.asyncio.retry.Retry
+    __hash__ = _Extras.__hash__
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._init(args, kwargs)
+
+    async def call_with_retry(
+        self,
+        do: Callable[[], Awaitable[_T]],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> _T:
+        """Await do(); on an error in _supported_errors, await fail(error) (or
+        fail(error, failures)), await redis_backoff_c.asyncio.retry.sleep(
+        _backoff.compute(failures)) and await do() again, up to _retries
+        times (forever when < 0); then raise the error.  The deadline, the
+        budget and the stats decide and count as in the C Retry."""
+        _check_callable(do, "do")
+        _check_callable(fail, "fail")
+        backoff: Any = self._backoff
+        backoff.reset()
+        deadline_at = self._begin()
+        failures = 0
+        while True:
+            try:
+                result = await do()
+            except BaseException as error:
+                if not self._catches(error):
+                    raise
+                if not self._own_verdict(error):  # type: ignore[arg-type]
+                    if with_failure_count:
+                        await fail(error, failures + 1)
+                    else:
+                        await fail(error)
+                    self._gave_up_not_retryable()
+                    raise
+                if not self._call_verdict(is_retryable, error):  # type: ignore[arg-type]
+                    raise
+                failures += 1
+                if with_failure_count:
+                    await fail(error, failures)
+                else:
+                    await fail(error)
+                if self._refuse_retry(failures):
+                    raise
+                delay = self._backoff.compute(failures)
+                if delay > 0:
+                    if not self._before_sleep(deadline_at, delay):
+                        raise
+                    await _async_sleep(delay)
+                if not self._before_retry(deadline_at):
+                    raise
+            else:
+                self._succeeded()
+                return result
+
+
+# The asyncio Retry is named "Retry" as the C one is (in repr and messages);
+# its __qualname__ stays, for pickle to find it here.  Without the extension
+# redis_backoff_c._impl gives the four their public module and names.
+AsyncRetry.__name__ = "Retry"
+AsyncRetry.call_with_retry.__qualname__ = "Retry.call_with_retry"
