@@ -1,4 +1,4 @@
-/* Argument binding and checks shared by the constructors and methods. */
+/* The helpers below every concern: see args.h. */
 #include "args.h"
 
 int
@@ -77,4 +77,66 @@ rbc_refuse_delete(PyObject *value, const char *name)
         return -1;
     }
     return 0;
+}
+
+/* Python's tuple hash (xxHash-based, CPython 3.8 and later) over hashes
+ * already computed: hash((a, b, ...)) without building the tuple, for the
+ * strategies' hash((base, cap)) and Retry's hash((backoff, retries,
+ * frozenset(errors))). */
+#if SIZEOF_PY_UHASH_T > 4
+#define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
+#define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
+#define XXPRIME_5 ((Py_uhash_t)2870177450012600261ULL)
+#define XXROTATE(x) ((x << 31) | (x >> 33))
+#else
+#define XXPRIME_1 ((Py_uhash_t)2654435761UL)
+#define XXPRIME_2 ((Py_uhash_t)2246822519UL)
+#define XXPRIME_5 ((Py_uhash_t)374761393UL)
+#define XXROTATE(x) ((x << 13) | (x >> 19))
+#endif
+
+Py_hash_t
+rbc_combine_hashes(const Py_hash_t *lanes, Py_ssize_t count)
+{
+    Py_uhash_t acc = XXPRIME_5;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        acc += (Py_uhash_t)lanes[i] * XXPRIME_2;
+        acc = XXROTATE(acc);
+        acc *= XXPRIME_1;
+    }
+    acc += (Py_uhash_t)count ^ (XXPRIME_5 ^ 3527539UL);
+    if (acc == (Py_uhash_t)-1) {
+        return 1546275796;
+    }
+    return (Py_hash_t)acc;
+}
+
+PyObject *
+rbc_import_attr(const char *module_name, const char *name)
+{
+    PyObject *module = PyImport_ImportModule(module_name);
+    if (module == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyObject_GetAttrString(module, name);
+    Py_DECREF(module);
+    return value;
+}
+
+PyObject *
+rbc_module_attr(PyObject *module_name, PyObject *name)
+{
+    PyObject *module = PyImport_GetModule(module_name);
+    if (module == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        module = PyImport_Import(module_name);
+        if (module == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *value = PyObject_GetAttr(module, name);
+    Py_DECREF(module);
+    return value;
 }

@@ -34,14 +34,15 @@
  * when it forwards throw() or close() to the awaited object, so neither
  * does this.
  */
-#include "state.h"
 #include "async_call.h"
-#include "retry_core.h"
+#include "args.h"
 #include "extras.h"
+#include "retry_core.h"
 
 typedef enum {
     CALL_CREATED,     /* not started: the first send runs reset() and do() */
     CALL_CAUGHT,      /* not started, do() already raised `error` (async_coro.c) */
+    CALL_RESET,       /* not started, the backoff already reset (async_coro.c) */
     CALL_AWAIT_DO,    /* in `await do()` */
     CALL_AWAIT_FAIL,  /* in `await fail(...)`, handling `error` */
     CALL_REJECTING,   /* the same, the Retry's checker said no: `raise` next */
@@ -284,7 +285,7 @@ after_rejected_fail(call_object *self)
 {
     PyObject *error = self->error;
     self->error = NULL;
-    rbc_extras_gave_up_not_retryable((rbc_retry_object *)self->retry);
+    rbc_extras_gave_up_not_retryable(RETRY(self->retry)->extras);
     return raise_error(self, error);
 }
 
@@ -295,38 +296,20 @@ retry_do(call_object *self, PyObject **value)
 {
     PyObject *error = self->error;
     self->error = NULL;
-    if (!rbc_retry_before_retry((rbc_retry_object *)self->retry, &self->extras)) {
+    if (!rbc_extras_before_retry(RETRY(self->retry)->extras, &self->extras)) {
         return raise_error(self, error);
     }
     Py_XDECREF(error);
     return enter_do(self, value);
 }
 
-/* The `sleep` of redis_backoff_c.asyncio.retry, looked up now (failure path
- * only) so that tests can patch it, as redis.asyncio.retry.sleep. */
-static PyObject *
-lookup_sleep(rbc_async_state *as)
-{
-    PyObject *module = PyImport_GetModule(as->sleep_module_name);
-    if (module == NULL) {
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
-        module = PyImport_Import(as->sleep_module_name);
-        if (module == NULL) {
-            return NULL;
-        }
-    }
-    PyObject *sleep = PyObject_GetAttr(module, as->str_sleep);
-    Py_DECREF(module);
-    return sleep;
-}
-
-/* `await sleep(delay)` (delay consumed), handling the error. */
+/* `await sleep(delay)` (delay consumed), handling the error: the `sleep` of
+ * redis_backoff_c.asyncio.retry, looked up now (failure path only) so
+ * that tests can patch it, as redis.asyncio.retry.sleep. */
 static PySendResult
 enter_sleep(call_object *self, rbc_state *st, PyObject *delay, PyObject **value)
 {
-    PyObject *sleep = lookup_sleep(&st->async);
+    PyObject *sleep = rbc_module_attr(st->async.sleep_module_name, st->async.str_sleep);
     PyObject *awaitable = sleep == NULL ? NULL : PyObject_CallOneArg(sleep, delay);
     Py_XDECREF(sleep);
     Py_DECREF(delay);
@@ -364,7 +347,7 @@ after_fail(call_object *self, rbc_state *st, PyObject **value)
         rbc_exc_end_handling(previous);
         return retry_do(self, value);
     }
-    int allowed = rbc_retry_before_sleep(retry, &self->extras, delay);
+    int allowed = rbc_extras_before_sleep(&retry->extras, &self->extras, delay);
     if (allowed < 0) {
         goto error;
     }
@@ -399,7 +382,7 @@ run(call_object *self, PySendResult outcome, PyObject **value)
         switch (self->phase) {
         case CALL_AWAIT_DO:
             if (outcome == PYGEN_RETURN) {
-                rbc_extras_call_succeeded((rbc_retry_object *)self->retry);
+                rbc_extras_call_succeeded(RETRY(self->retry)->extras);
                 finish(self);
                 return PYGEN_RETURN;
             }
@@ -457,7 +440,8 @@ refuse_reentry(call_object *self)
     return 0;
 }
 
-/* The first send: reset() and the first `await do()`. */
+/* The first send: reset() (unless the coroutine design did it) and the
+ * first `await do()`. */
 static PySendResult
 start(call_object *self, PyObject *arg, PyObject **value)
 {
@@ -465,11 +449,12 @@ start(call_object *self, PyObject *arg, PyObject **value)
         PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started coroutine");
         return PYGEN_ERROR;
     }
-    if (rbc_retry_reset_backoff(call_state(self), (rbc_retry_object *)self->retry) < 0) {
+    if (self->phase == CALL_CREATED
+        && rbc_retry_reset_backoff(call_state(self), (rbc_retry_object *)self->retry) < 0) {
         finish(self);
         return PYGEN_ERROR;
     }
-    rbc_extras_call_begin((rbc_retry_object *)self->retry, &self->extras);
+    rbc_extras_call_begin(RETRY(self->retry)->extras, &self->extras);
     self->phase = CALL_AWAIT_DO;
     PyObject *awaitable = PyObject_CallNoArgs(self->do_);
     if (awaitable == NULL || !PyCoro_CheckExact(awaitable)) {
@@ -487,7 +472,7 @@ start(call_object *self, PyObject *arg, PyObject **value)
     self->inner = NULL;
     Py_DECREF(awaitable);
     if (outcome == PYGEN_RETURN) {
-        rbc_extras_call_succeeded((rbc_retry_object *)self->retry);
+        rbc_extras_call_succeeded(RETRY(self->retry)->extras);
         finish(self);
         return PYGEN_RETURN;
     }
@@ -524,6 +509,7 @@ call_am_send(PyObject *op, PyObject *arg, PyObject **value)
     self->running = 1;
     switch (self->phase) {
     case CALL_CREATED:
+    case CALL_RESET:
         outcome = start(self, arg, value);
         break;
     case CALL_CAUGHT:
@@ -882,6 +868,7 @@ throw_outcome(call_object *self, PyObject *const *args, Py_ssize_t nargs, PyObje
     switch (self->phase) {
     case CALL_CREATED:
     case CALL_CAUGHT:
+    case CALL_RESET:
         /* Raised before the first line: nothing runs, the coroutine ends. */
         if (raise_thrown(args[0], nargs > 1 ? args[1] : NULL, nargs > 2 ? args[2] : NULL) == 0) {
             finish(self);
@@ -933,7 +920,8 @@ call_close(PyObject *op, PyObject *unused)
     if (refuse_reentry(self) < 0) {
         return NULL;
     }
-    if (self->phase == CALL_CREATED || self->phase == CALL_CAUGHT || self->phase == CALL_DONE) {
+    if (self->phase == CALL_CREATED || self->phase == CALL_CAUGHT || self->phase == CALL_RESET
+        || self->phase == CALL_DONE) {
         finish(self);
         Py_RETURN_NONE;
     }
@@ -1010,6 +998,17 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
     self->awaited = 0;
     PyObject_GC_Track(self);
     return (PyObject *)self;
+}
+
+PyObject *
+rbc_async_call_new_reset(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail,
+                         PyObject *is_retryable, PyObject *with_failure_count)
+{
+    PyObject *op = rbc_async_call_new(st, retry, do_, fail, is_retryable, with_failure_count);
+    if (op != NULL) {
+        CALL(op)->phase = CALL_RESET;
+    }
+    return op;
 }
 
 PyObject *

@@ -7,27 +7,30 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "async_retry.h"
-
-struct rbc_state;
+#include "state.h"
 
 /* Creates the awaitable type into st->async.Call_type. */
-int rbc_async_call_init(struct rbc_state *st, PyObject *module);
+int rbc_async_call_init(rbc_state *st, PyObject *module);
 
 /* Frees the memory kept for reuse (module clear). */
 void rbc_async_call_free_list_clear(rbc_async_state *as);
 
 /* A new awaitable that will run call_with_retry on `retry` (an asyncio
  * Retry object) when first sent to.  is_retryable may be None. */
-PyObject *rbc_async_call_new(struct rbc_state *st, PyObject *retry, PyObject *do_,
+PyObject *rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_,
                              PyObject *fail, PyObject *is_retryable,
                              PyObject *with_failure_count);
+
+/* rbc_async_call_new for the native-coroutine design (async_coro.c),
+ * which has already reset the backoff: the first send starts at do(). */
+PyObject *rbc_async_call_new_reset(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail,
+                                   PyObject *is_retryable, PyObject *with_failure_count);
 
 /* An awaitable that, when first sent to, handles `error` as the failure
  * of do()'s first try and goes on with the failure loop: the second half
  * of the native-coroutine design (async_coro.c), whose coroutine has
  * already reset the backoff and awaited do() once. */
-PyObject *rbc_async_call_new_caught(struct rbc_state *st, PyObject *retry, PyObject *error,
+PyObject *rbc_async_call_new_caught(rbc_state *st, PyObject *retry, PyObject *error,
                                     PyObject *do_, PyObject *fail, PyObject *is_retryable,
                                     PyObject *with_failure_count);
 

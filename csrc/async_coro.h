@@ -12,10 +12,12 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "state.h"
+
 /* _async_begin(retry, do, fail, is_retryable, with_failure_count): the
  * checks and self._backoff.reset(), returning None; for a Retry with
- * extras (deadline, budget, stats), the C awaitable of the whole call
- * instead, reset not yet done, for the coroutine to await. */
+ * extras (deadline, budget, stats) once reset() has returned, the C
+ * awaitable of the rest of the call instead, for the coroutine to await. */
 PyObject *rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 /* _async_caught(retry, error, do, fail, is_retryable, with_failure_count):
  * the awaitable of the failure loop, from the caught error on. */

@@ -1,24 +1,24 @@
 /* redis_backoff_c.asyncio.retry.Retry: the asyncio Retry type.  Its
  * object, attributes and methods are retry_core's, shared with the sync
  * Retry; its call_with_retry returns the C awaitable of async_call.c. */
-#include "state.h"
+#include "async_retry.h"
 #include "args.h"
 #include "async_call.h"
 #include "async_method.h"
 #include "retry_core.h"
 
 /* redis.asyncio.retry.Retry's default supported_errors. */
-static const char *const default_error_names[] = {
-    "redis.exceptions:ConnectionError",
-    "redis.exceptions:TimeoutError",
-    NULL,
+static const rbc_retry_default_error default_errors[] = {
+    {"redis.exceptions", "ConnectionError"},
+    {"redis.exceptions", "TimeoutError"},
+    {NULL, NULL},
 };
 
-static inline rbc_async_state *
-async_state_of(PyObject *self)
+static inline const rbc_retry_flavor *
+async_flavor_of(PyObject *self)
 {
     rbc_state *st = rbc_state_of(self);
-    return st == NULL ? NULL : &st->async;
+    return st == NULL ? NULL : &st->core.flavors[RBC_FLAVOR_ASYNC];
 }
 
 /* ---------------------------------------------------------------------- */
@@ -85,28 +85,28 @@ static PyObject *
 async_retry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     rbc_state *st = rbc_state_from_type(type);
-    return st == NULL ? NULL : rbc_retry_new(&st->async.flavor, type);
+    return st == NULL ? NULL : rbc_retry_new(&st->core.flavors[RBC_FLAVOR_ASYNC], type);
 }
 
 static int
 async_retry_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
-    rbc_async_state *as = async_state_of(self);
-    return as == NULL ? -1 : rbc_retry_init_args(&as->flavor, self, args, kwds);
+    const rbc_retry_flavor *fl = async_flavor_of(self);
+    return fl == NULL ? -1 : rbc_retry_init_args(fl, self, args, kwds);
 }
 
 static PyObject *
 async_retry_richcompare(PyObject *self, PyObject *other, int op)
 {
-    rbc_async_state *as = async_state_of(self);
-    return as == NULL ? NULL : rbc_retry_richcompare(&as->flavor, self, other, op);
+    const rbc_retry_flavor *fl = async_flavor_of(self);
+    return fl == NULL ? NULL : rbc_retry_richcompare(fl, self, other, op);
 }
 
 static Py_hash_t
 async_retry_hash(PyObject *self)
 {
-    rbc_async_state *as = async_state_of(self);
-    return as == NULL ? -1 : rbc_retry_hash(&as->flavor, self);
+    const rbc_retry_flavor *fl = async_flavor_of(self);
+    return fl == NULL ? -1 : rbc_retry_hash(fl, self);
 }
 
 /* clang-format off */
@@ -147,14 +147,15 @@ int
 rbc_async_init(rbc_state *st, PyObject *module)
 {
     rbc_async_state *as = &st->async;
-    as->flavor.name = "Retry";
+    rbc_retry_flavor *fl = &st->core.flavors[RBC_FLAVOR_ASYNC];
+    fl->name = "Retry";
     as->sleep_module_name = PyUnicode_InternFromString("redis_backoff_c.asyncio.retry");
     as->str_sleep = PyUnicode_InternFromString("sleep");
     as->str_throw = PyUnicode_InternFromString("throw");
     as->str_close = PyUnicode_InternFromString("close");
     if (as->sleep_module_name == NULL || as->str_sleep == NULL || as->str_throw == NULL
         || as->str_close == NULL
-        || rbc_retry_flavor_init(&as->flavor, "redis.asyncio.retry", default_error_names) < 0
+        || rbc_retry_flavor_init(fl, "redis.asyncio.retry", default_errors) < 0
         || rbc_async_call_init(st, module) < 0) {
         return -1;
     }
@@ -168,7 +169,7 @@ rbc_async_init(rbc_state *st, PyObject *module)
     if (as->AsyncMethod_type == NULL) {
         return -1;
     }
-    PyTypeObject *type = rbc_retry_flavor_type_new(&as->flavor, module, &async_retry_spec);
+    PyTypeObject *type = rbc_retry_flavor_type_new(fl, module, &async_retry_spec);
     if (type == NULL || install_call_with_retry(st, type) < 0) {
         return -1;
     }
@@ -182,7 +183,7 @@ rbc_async_traverse(rbc_async_state *as, visitproc visit, void *arg)
 {
     Py_VISIT(as->Call_type);
     Py_VISIT(as->AsyncMethod_type);
-    return rbc_retry_flavor_traverse(&as->flavor, visit, arg);
+    return 0;
 }
 
 void
@@ -191,7 +192,6 @@ rbc_async_clear(rbc_async_state *as)
     rbc_async_call_free_list_clear(as);
     Py_CLEAR(as->Call_type);
     Py_CLEAR(as->AsyncMethod_type);
-    rbc_retry_flavor_clear(&as->flavor);
     Py_CLEAR(as->sleep_module_name);
     Py_CLEAR(as->str_sleep);
     Py_CLEAR(as->str_throw);

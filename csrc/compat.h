@@ -86,4 +86,78 @@ rbc_small_int_value(PyObject *obj, long long *value)
 #endif
 #endif
 
+/* ---- exceptions: the raised and the handled one, 3.10 to 3.13 ----- */
+
+/* The raised exception, taken out of the thread state (normalised, its
+ * __traceback__ set), or NULL if none: a new reference. */
+static inline PyObject *
+rbc_exc_fetch(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (type == NULL) {
+        return NULL;
+    }
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL) {
+        PyException_SetTraceback(value, tb);
+    }
+    Py_DECREF(type);
+    Py_XDECREF(tb);
+    return value;
+#endif
+}
+
+/* Raise `error` again, as it is, with its traceback: steals the reference. */
+static inline void
+rbc_exc_restore(PyObject *error)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(error);
+#else
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(error)), error, PyException_GetTraceback(error));
+#endif
+}
+
+/* Make `error` the handled exception; returns the previous one (new
+ * reference, or NULL for none), to give back to rbc_exc_end_handling. */
+static inline PyObject *
+rbc_exc_begin_handling(PyObject *error)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *previous = PyErr_GetHandledException();
+    PyErr_SetHandledException(error);
+    return previous;
+#else
+    PyObject *type, *value, *tb;
+    PyErr_GetExcInfo(&type, &value, &tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    PyErr_SetExcInfo(Py_NewRef((PyObject *)Py_TYPE(error)), Py_NewRef(error),
+                     PyException_GetTraceback(error));
+    return value;
+#endif
+}
+
+/* Restore the handled exception saved by begin (steals the reference). */
+static inline void
+rbc_exc_end_handling(PyObject *previous)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyErr_SetHandledException(previous);
+    Py_XDECREF(previous);
+#else
+    if (previous == NULL || previous == Py_None) {
+        Py_XDECREF(previous);
+        PyErr_SetExcInfo(NULL, NULL, NULL);
+        return;
+    }
+    PyErr_SetExcInfo(Py_NewRef((PyObject *)Py_TYPE(previous)), previous,
+                     PyException_GetTraceback(previous));
+#endif
+}
+
 #endif

@@ -1,8 +1,7 @@
 /* The opt-in extras of Retry: RetryBudget, RetryStats, the deadline, and
  * the hooks call_with_retry runs for them.  See extras.h. */
-#include "state.h"
-#include "args.h"
 #include "extras.h"
+#include "args.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -581,57 +580,69 @@ static PyType_Spec stats_spec = {
 /* ---------------------------------------------------------------------- */
 /* The extras of a Retry                                                   */
 
-static rbc_retry_extras *
-extras_new(void)
+/* The block's fields by RBC_EXTRA_* index. */
+static PyObject **
+field_of(rbc_retry_extras *extras, int which)
 {
-    rbc_retry_extras *extras = PyMem_Calloc(1, sizeof(rbc_retry_extras));
-    if (extras == NULL) {
-        PyErr_NoMemory();
+    switch (which) {
+    case RBC_EXTRA_DEADLINE:
+        return &extras->deadline;
+    case RBC_EXTRA_BUDGET:
+        return (PyObject **)&extras->budget;
+    default:
+        return (PyObject **)&extras->stats;
     }
-    return extras;
 }
 
-/* The block of `self`, made when missing. */
-static rbc_retry_extras *
-extras_of(rbc_retry_object *self)
+static PyObject *
+field_value(const rbc_retry_extras *extras, int which)
 {
-    if (self->extras == NULL) {
-        self->extras = extras_new();
+    return *field_of((rbc_retry_extras *)extras, which);
+}
+
+/* The block at *extras, made when missing. */
+static rbc_retry_extras *
+block_of(rbc_retry_extras **extras)
+{
+    if (*extras == NULL) {
+        *extras = PyMem_Calloc(1, sizeof(rbc_retry_extras));
+        if (*extras == NULL) {
+            PyErr_NoMemory();
+        }
     }
-    return self->extras;
+    return *extras;
 }
 
 /* Frees the block once nothing is set in it: the Retry is plain again. */
 static void
-drop_if_empty(rbc_retry_object *self)
+drop_if_empty(rbc_retry_extras **extras)
 {
-    rbc_retry_extras *extras = self->extras;
-    if (extras != NULL && extras->deadline == NULL && extras->budget == NULL
-        && extras->stats == NULL) {
-        self->extras = NULL;
-        PyMem_Free(extras);
+    rbc_retry_extras *block = *extras;
+    if (block != NULL && block->deadline == NULL && block->budget == NULL
+        && block->stats == NULL) {
+        *extras = NULL;
+        PyMem_Free(block);
     }
 }
 
 void
-rbc_retry_extras_clear(rbc_retry_object *self)
+rbc_retry_extras_clear(rbc_retry_extras **extras)
 {
-    rbc_retry_extras *extras = self->extras;
-    if (extras == NULL) {
+    rbc_retry_extras *block = *extras;
+    if (block == NULL) {
         return;
     }
     /* Detached first: a finalizer run by a decref sees a plain Retry. */
-    self->extras = NULL;
-    Py_XDECREF(extras->deadline);
-    Py_XDECREF(extras->budget);
-    Py_XDECREF(extras->stats);
-    PyMem_Free(extras);
+    *extras = NULL;
+    Py_XDECREF(block->deadline);
+    Py_XDECREF(block->budget);
+    Py_XDECREF(block->stats);
+    PyMem_Free(block);
 }
 
 int
-rbc_retry_extras_traverse(rbc_retry_object *self, visitproc visit, void *arg)
+rbc_retry_extras_traverse(const rbc_retry_extras *extras, visitproc visit, void *arg)
 {
-    rbc_retry_extras *extras = self->extras;
     if (extras != NULL) {
         Py_VISIT(extras->deadline);
         Py_VISIT(extras->budget);
@@ -641,49 +652,42 @@ rbc_retry_extras_traverse(rbc_retry_object *self, visitproc visit, void *arg)
 }
 
 int
-rbc_retry_extras_copy(rbc_retry_object *to, const rbc_retry_object *from)
+rbc_retry_extras_copy(rbc_retry_extras **to, const rbc_retry_extras *from)
 {
-    const rbc_retry_extras *extras = from->extras;
-    if (extras == NULL) {
+    if (from == NULL) {
         return 0;
     }
-    rbc_retry_extras *copy = extras_new();
+    rbc_retry_extras *copy = block_of(to);
     if (copy == NULL) {
         return -1;
     }
-    copy->deadline = Py_XNewRef(extras->deadline);
-    copy->deadline_seconds = extras->deadline_seconds;
-    copy->budget = (rbc_budget_object *)Py_XNewRef((PyObject *)extras->budget);
-    copy->stats = (rbc_stats_object *)Py_XNewRef((PyObject *)extras->stats);
-    to->extras = copy;
+    copy->deadline = Py_XNewRef(from->deadline);
+    copy->deadline_seconds = from->deadline_seconds;
+    copy->budget = (rbc_budget_object *)Py_XNewRef((PyObject *)from->budget);
+    copy->stats = (rbc_stats_object *)Py_XNewRef((PyObject *)from->stats);
     return 0;
 }
 
-/* Setters, each taking `value` as checked (NULL or None: unset). */
-
+/* The checked deadline `value` (None: unset) into the block. */
 static int
-store_deadline(const char *owner, const char *name, rbc_retry_object *self, PyObject *value)
+store_deadline(rbc_retry_extras **extras, PyObject *value, double seconds)
 {
     if (value == Py_None) {
-        if (self->extras != NULL) {
-            Py_CLEAR(self->extras->deadline);
-            drop_if_empty(self);
+        if (*extras != NULL) {
+            Py_CLEAR((*extras)->deadline);
+            drop_if_empty(extras);
         }
         return 0;
     }
-    double seconds;
-    if (positive_value(owner, name, value, 1, &seconds) < 0) {
-        return -1;
-    }
-    rbc_retry_extras *extras = extras_of(self);
-    if (extras == NULL) {
+    rbc_retry_extras *block = block_of(extras);
+    if (block == NULL) {
         return -1;
     }
     /* Both fields written before the old value goes: its __del__ may
      * change the extras, even free the block. */
-    PyObject *old = extras->deadline;
-    extras->deadline = Py_NewRef(value);
-    extras->deadline_seconds = seconds;
+    PyObject *old = block->deadline;
+    block->deadline = Py_NewRef(value);
+    block->deadline_seconds = seconds;
     Py_XDECREF(old);
     return 0;
 }
@@ -701,120 +705,80 @@ check_shared(const char *owner, const char *name, PyObject *value, PyTypeObject 
     return -1;
 }
 
-/* Sets the budget or stats field at `offset` of the block to `value`
- * (checked; None unsets it). */
+/* The checked budget or stats `value` (None: unset) into the block. */
 static int
-store_shared(const char *owner, const char *name, rbc_retry_object *self, PyObject *value,
-             PyTypeObject *type, size_t offset)
+store_shared(rbc_retry_extras **extras, int which, PyObject *value)
 {
-    if (check_shared(owner, name, value, type) < 0) {
-        return -1;
-    }
     if (value == Py_None) {
-        if (self->extras != NULL) {
-            Py_CLEAR(*(PyObject **)((char *)self->extras + offset));
-            drop_if_empty(self);
+        if (*extras != NULL) {
+            Py_CLEAR(*field_of(*extras, which));
+            drop_if_empty(extras);
         }
         return 0;
     }
-    rbc_retry_extras *extras = extras_of(self);
-    if (extras == NULL) {
+    rbc_retry_extras *block = block_of(extras);
+    if (block == NULL) {
         return -1;
     }
-    Py_XSETREF(*(PyObject **)((char *)extras + offset), Py_NewRef(value));
+    Py_XSETREF(*field_of(block, which), Py_NewRef(value));
     return 0;
 }
 
 int
-rbc_retry_set_extras(rbc_state *st, const char *owner, rbc_retry_object *self,
+rbc_retry_extras_set(rbc_extras_state *es, const char *owner, rbc_retry_extras **extras,
                      PyObject *deadline, PyObject *budget, PyObject *stats)
 {
-    rbc_extras_state *es = &st->extras;
-    double seconds;
-    /* All three checked before any is set. */
+    double seconds = 0.0;
+    /* All three checked before any is set; the deadline converted once. */
     if ((deadline != Py_None && positive_value(owner, "deadline", deadline, 1, &seconds) < 0)
         || check_shared(owner, "budget", budget, es->Budget_type) < 0
         || check_shared(owner, "stats", stats, es->Stats_type) < 0) {
         return -1;
     }
-    if (store_deadline(owner, "deadline", self, deadline) < 0
-        || store_shared(owner, "budget", self, budget, es->Budget_type,
-                        offsetof(rbc_retry_extras, budget))
-               < 0
-        || store_shared(owner, "stats", self, stats, es->Stats_type,
-                        offsetof(rbc_retry_extras, stats))
-               < 0) {
+    if (store_deadline(extras, deadline, seconds) < 0
+        || store_shared(extras, RBC_EXTRA_BUDGET, budget) < 0
+        || store_shared(extras, RBC_EXTRA_STATS, stats) < 0) {
         return -1;
     }
     return 0;
 }
 
-/* ---- attributes ---- */
-
-static PyObject *
-extra_or_none(PyObject *self, size_t offset)
+PyObject *
+rbc_retry_extras_get(const rbc_retry_extras *extras, int which)
 {
-    rbc_retry_extras *extras = RETRY(self)->extras;
-    PyObject *value = extras == NULL ? NULL : *(PyObject **)((char *)extras + offset);
+    PyObject *value = extras == NULL ? NULL : field_value(extras, which);
     return Py_NewRef(value != NULL ? value : Py_None);
 }
 
-PyObject *
-rbc_retry_deadline_get(PyObject *self, void *closure)
-{
-    return extra_or_none(self, offsetof(rbc_retry_extras, deadline));
-}
-
 int
-rbc_retry_deadline_set(PyObject *self, PyObject *value, void *closure)
+rbc_retry_extras_store(rbc_extras_state *es, rbc_retry_extras **extras, int which,
+                       PyObject *value)
 {
-    if (rbc_refuse_delete(value, "deadline") < 0) {
+    static const char *const owners[RBC_EXTRA_COUNT] = {"Retry.deadline", "Retry.budget",
+                                                        "Retry.stats"};
+    static const char *const names[RBC_EXTRA_COUNT] = {"deadline", "budget", "stats"};
+    if (rbc_refuse_delete(value, names[which]) < 0) {
         return -1;
     }
-    return store_deadline("Retry.deadline", "value", RETRY(self), value);
-}
-
-PyObject *
-rbc_retry_budget_get(PyObject *self, void *closure)
-{
-    return extra_or_none(self, offsetof(rbc_retry_extras, budget));
-}
-
-int
-rbc_retry_budget_set(PyObject *self, PyObject *value, void *closure)
-{
-    rbc_state *st = rbc_state_of(self);
-    if (st == NULL || rbc_refuse_delete(value, "budget") < 0) {
+    if (which == RBC_EXTRA_DEADLINE) {
+        double seconds = 0.0;
+        if (value != Py_None && positive_value(owners[which], "value", value, 1, &seconds) < 0) {
+            return -1;
+        }
+        return store_deadline(extras, value, seconds);
+    }
+    PyTypeObject *type = which == RBC_EXTRA_BUDGET ? es->Budget_type : es->Stats_type;
+    if (check_shared(owners[which], "value", value, type) < 0) {
         return -1;
     }
-    return store_shared("Retry.budget", "value", RETRY(self), value, st->extras.Budget_type,
-                        offsetof(rbc_retry_extras, budget));
-}
-
-PyObject *
-rbc_retry_stats_get(PyObject *self, void *closure)
-{
-    return extra_or_none(self, offsetof(rbc_retry_extras, stats));
-}
-
-int
-rbc_retry_stats_set(PyObject *self, PyObject *value, void *closure)
-{
-    rbc_state *st = rbc_state_of(self);
-    if (st == NULL || rbc_refuse_delete(value, "stats") < 0) {
-        return -1;
-    }
-    return store_shared("Retry.stats", "value", RETRY(self), value, st->extras.Stats_type,
-                        offsetof(rbc_retry_extras, stats));
+    return store_shared(extras, which, value);
 }
 
 /* ---- ==, repr, pickle ---- */
 
 int
-rbc_retry_extras_equal(const rbc_retry_object *self, const rbc_retry_object *other)
+rbc_retry_extras_equal(const rbc_retry_extras *a, const rbc_retry_extras *b)
 {
-    const rbc_retry_extras *a = self->extras;
-    const rbc_retry_extras *b = other != NULL ? other->extras : NULL;
     PyObject *a_budget = a != NULL ? (PyObject *)a->budget : NULL;
     PyObject *b_budget = b != NULL ? (PyObject *)b->budget : NULL;
     PyObject *a_stats = a != NULL ? (PyObject *)a->stats : NULL;
@@ -837,17 +801,20 @@ rbc_retry_extras_equal(const rbc_retry_object *self, const rbc_retry_object *oth
 }
 
 PyObject *
-rbc_retry_extras_repr(const rbc_retry_object *self)
+rbc_retry_extras_repr(const rbc_retry_extras *extras)
 {
-    const rbc_retry_extras *extras = self->extras;
     if (extras == NULL) {
         return PyUnicode_FromString("");
     }
-    PyObject *parts[3] = {Py_XNewRef(extras->deadline), Py_XNewRef((PyObject *)extras->budget),
-                          Py_XNewRef((PyObject *)extras->stats)};
-    static const char *const formats[3] = {", deadline=%R", ", budget=%R", ", stats=%R"};
+    /* Held references: a repr may run Python code that frees the block. */
+    PyObject *parts[RBC_EXTRA_COUNT];
+    for (int i = 0; i < RBC_EXTRA_COUNT; i++) {
+        parts[i] = Py_XNewRef(field_value(extras, i));
+    }
+    static const char *const formats[RBC_EXTRA_COUNT] = {", deadline=%R", ", budget=%R",
+                                                         ", stats=%R"};
     PyObject *text = PyUnicode_FromString("");
-    for (int i = 0; i < 3 && text != NULL; i++) {
+    for (int i = 0; i < RBC_EXTRA_COUNT && text != NULL; i++) {
         if (parts[i] == NULL) {
             continue;
         }
@@ -856,28 +823,26 @@ rbc_retry_extras_repr(const rbc_retry_object *self)
         Py_XDECREF(piece);
         Py_SETREF(text, joined);
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < RBC_EXTRA_COUNT; i++) {
         Py_XDECREF(parts[i]);
     }
     return text;
 }
 
 int
-rbc_retry_extras_items(rbc_state *st, const rbc_retry_object *self, PyObject **keys,
+rbc_retry_extras_items(rbc_extras_state *es, const rbc_retry_extras *extras, PyObject **keys,
                        PyObject **values)
 {
-    const rbc_retry_extras *extras = self->extras;
     if (extras == NULL) {
         return 0;
     }
-    rbc_extras_state *es = &st->extras;
-    PyObject *set[3] = {extras->deadline, (PyObject *)extras->budget, (PyObject *)extras->stats};
-    PyObject *names[3] = {es->str_deadline, es->str_budget, es->str_stats};
+    PyObject *names[RBC_EXTRA_COUNT] = {es->str_deadline, es->str_budget, es->str_stats};
     int count = 0;
-    for (int i = 0; i < 3; i++) {
-        if (set[i] != NULL) {
+    for (int i = 0; i < RBC_EXTRA_COUNT; i++) {
+        PyObject *value = field_value(extras, i);
+        if (value != NULL) {
             keys[count] = names[i];
-            values[count] = Py_NewRef(set[i]);
+            values[count] = Py_NewRef(value);
             count++;
         }
     }
@@ -947,10 +912,11 @@ rbc_extras_refuse_retry_slow(rbc_retry_extras *extras, int exhausted)
 }
 
 int
-rbc_retry_before_sleep(rbc_retry_object *self, const rbc_call_extras *call, PyObject *delay)
+rbc_extras_before_sleep(rbc_retry_extras *const *extras, const rbc_call_extras *call,
+                        PyObject *delay)
 {
-    rbc_retry_extras *extras = self->extras;
-    if (extras == NULL || (call->deadline_at == 0.0 && extras->stats == NULL)) {
+    rbc_retry_extras *block = *extras;
+    if (block == NULL || (call->deadline_at == 0.0 && block->stats == NULL)) {
         return 1;
     }
     double seconds = PyFloat_AsDouble(delay);
@@ -959,12 +925,12 @@ rbc_retry_before_sleep(rbc_retry_object *self, const rbc_call_extras *call, PyOb
     }
     /* The delay's __float__ may have run Python code that changed the
      * Retry's extras: read them again. */
-    extras = self->extras;
+    block = *extras;
     if (call->deadline_at != 0.0 && monotonic_now() + seconds >= call->deadline_at) {
-        count(extras != NULL ? extras->stats : NULL, RBC_STAT_GIVE_UPS_DEADLINE);
+        count(block != NULL ? block->stats : NULL, RBC_STAT_GIVE_UPS_DEADLINE);
         return 0;
     }
-    rbc_stats_object *stats = extras != NULL ? extras->stats : NULL;
+    rbc_stats_object *stats = block != NULL ? block->stats : NULL;
     if (stats != NULL) {
         RBC_EXTRAS_LOCK(stats);
         stats->slept += seconds;
@@ -974,9 +940,8 @@ rbc_retry_before_sleep(rbc_retry_object *self, const rbc_call_extras *call, PyOb
 }
 
 int
-rbc_retry_before_retry(rbc_retry_object *self, const rbc_call_extras *call)
+rbc_extras_before_retry(rbc_retry_extras *extras, const rbc_call_extras *call)
 {
-    rbc_retry_extras *extras = self->extras;
     if (call->deadline_at != 0.0 && monotonic_now() >= call->deadline_at) {
         count(extras != NULL ? extras->stats : NULL, RBC_STAT_GIVE_UPS_DEADLINE);
         return 0;

@@ -2,7 +2,7 @@
  * call_with_retry, a shared retry budget (RetryBudget, gRFC A6 retry
  * throttling) and shared counters (RetryStats).
  *
- * A Retry holds them in one block, rbc_retry_object.extras, NULL when none
+ * A Retry holds them in one block (its `extras` field), NULL when none
  * is set: the plain Retry tests one pointer and behaves, compares and
  * hashes exactly as redis-py's.  The hooks below are the only places
  * call_with_retry (sync and asyncio) touches the extras; retry_core.h
@@ -17,7 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "retry_core.h"
+#include "state.h"
 
 /* ---- the types ------------------------------------------------------- */
 
@@ -33,21 +33,6 @@ typedef struct {
     PyMutex mutex;
 #endif
 } rbc_budget_object;
-
-/* The counters of RetryStats, in snapshot() order. */
-typedef enum {
-    RBC_STAT_CALLS,
-    RBC_STAT_ATTEMPTS,
-    RBC_STAT_SUCCESSES,
-    RBC_STAT_FAILED_ATTEMPTS,
-    RBC_STAT_RETRIES,
-    RBC_STAT_GIVE_UPS_EXHAUSTED,
-    RBC_STAT_GIVE_UPS_NOT_RETRYABLE,
-    RBC_STAT_GIVE_UPS_DEADLINE,
-    RBC_STAT_GIVE_UPS_BUDGET,
-    RBC_STAT_UNHANDLED,
-    RBC_STAT_COUNT
-} rbc_stat;
 
 typedef struct {
     PyObject_HEAD
@@ -82,55 +67,49 @@ typedef struct {
     double deadline_at;
 } rbc_call_extras;
 
-/* Module state. */
-typedef struct {
-    PyTypeObject *Budget_type;
-    PyTypeObject *Stats_type;
-    PyObject *stat_names[RBC_STAT_COUNT]; /* interned snapshot() keys */
-    PyObject *str_slept_seconds;
-    PyObject *str_deadline;
-    PyObject *str_budget;
-    PyObject *str_stats;
-} rbc_extras_state;
-
-struct rbc_state;
-
-int rbc_extras_init(struct rbc_state *st, PyObject *module);
+int rbc_extras_init(rbc_state *st, PyObject *module);
 int rbc_extras_traverse(rbc_extras_state *es, visitproc visit, void *arg);
 void rbc_extras_clear(rbc_extras_state *es);
 
-/* ---- on the Retry object --------------------------------------------- */
+/* ---- a Retry's block ------------------------------------------------- */
+
+/* The extras by attribute, in the block's order. */
+enum { RBC_EXTRA_DEADLINE,
+       RBC_EXTRA_BUDGET,
+       RBC_EXTRA_STATS,
+       RBC_EXTRA_COUNT };
 
 /* Retry(..., *, deadline=None, budget=None, stats=None): checks the three
  * (None, or a positive real / a RetryBudget / a RetryStats; TypeError or
- * ValueError naming the parameter) and sets them. */
-int rbc_retry_set_extras(struct rbc_state *st, const char *owner, rbc_retry_object *self,
+ * ValueError naming the parameter) and sets them into the Retry's block,
+ * *extras (made when needed, freed when it holds nothing). */
+int rbc_retry_extras_set(rbc_extras_state *es, const char *owner, rbc_retry_extras **extras,
                          PyObject *deadline, PyObject *budget, PyObject *stats);
-/* A new block sharing `extras`'s objects (copy.copy and copy.deepcopy of
- * a Retry keep the same budget and stats); 0, or -1 on MemoryError. */
-int rbc_retry_extras_copy(rbc_retry_object *to, const rbc_retry_object *from);
-int rbc_retry_extras_traverse(rbc_retry_object *self, visitproc visit, void *arg);
-void rbc_retry_extras_clear(rbc_retry_object *self);
-/* == of the extras: deadline by value, budget and stats by identity; a
- * missing block (redis-py's Retry, other = NULL) has none.  1, 0, -1. */
-int rbc_retry_extras_equal(const rbc_retry_object *self, const rbc_retry_object *other);
+/* The attribute `which` (an RBC_EXTRA_*): its value, or None. */
+PyObject *rbc_retry_extras_get(const rbc_retry_extras *extras, int which);
+/* retry.<attribute> = value: None unsets it; deleting is refused. */
+int rbc_retry_extras_store(rbc_extras_state *es, rbc_retry_extras **extras, int which,
+                           PyObject *value);
+/* A new block sharing `from`'s objects (copy.copy and copy.deepcopy of a
+ * Retry keep the same budget and stats) into *to; 0, or -1 on
+ * MemoryError. */
+int rbc_retry_extras_copy(rbc_retry_extras **to, const rbc_retry_extras *from);
+int rbc_retry_extras_traverse(const rbc_retry_extras *extras, visitproc visit, void *arg);
+/* Frees the block, detached from the Retry (*extras = NULL) first. */
+void rbc_retry_extras_clear(rbc_retry_extras **extras);
+/* == of two blocks: deadline by value, budget and stats by identity; a
+ * missing block (NULL: none set, or redis-py's Retry) has none.  1, 0,
+ * -1. */
+int rbc_retry_extras_equal(const rbc_retry_extras *a, const rbc_retry_extras *b);
 /* ", deadline=..., budget=..., stats=..." for the extras that are set. */
-PyObject *rbc_retry_extras_repr(const rbc_retry_object *self);
+PyObject *rbc_retry_extras_repr(const rbc_retry_extras *extras);
 /* The pickle state's entries for the extras that are set: writes up to
  * three keys ("deadline", "budget", "stats", borrowed from module state)
  * and values (new references) and returns how many.  Taken before any is
  * stored, since storing into a dict with a subclass's keys may run code
  * that frees the block. */
-int rbc_retry_extras_items(struct rbc_state *st, const rbc_retry_object *self, PyObject **keys,
+int rbc_retry_extras_items(rbc_extras_state *es, const rbc_retry_extras *extras, PyObject **keys,
                            PyObject **values);
-
-/* Attributes deadline, budget, stats (in rbc_retry_getset). */
-PyObject *rbc_retry_deadline_get(PyObject *self, void *closure);
-int rbc_retry_deadline_set(PyObject *self, PyObject *value, void *closure);
-PyObject *rbc_retry_budget_get(PyObject *self, void *closure);
-int rbc_retry_budget_set(PyObject *self, PyObject *value, void *closure);
-PyObject *rbc_retry_stats_get(PyObject *self, void *closure);
-int rbc_retry_stats_set(PyObject *self, PyObject *value, void *closure);
 
 /* ---- the hooks of call_with_retry -------------------------------------- */
 
@@ -142,20 +121,19 @@ int rbc_extras_refuse_retry_slow(rbc_retry_extras *extras, int exhausted);
 /* Once, when the call starts (after reset()): counts the call and fixes
  * its deadline. */
 static inline void
-rbc_extras_call_begin(rbc_retry_object *self, rbc_call_extras *call)
+rbc_extras_call_begin(rbc_retry_extras *extras, rbc_call_extras *call)
 {
     call->deadline_at = 0.0;
-    if (self->extras != NULL) {
-        rbc_extras_begin_slow(self->extras, call);
+    if (extras != NULL) {
+        rbc_extras_begin_slow(extras, call);
     }
 }
 
 /* do() returned: counts the attempt and the success, and gives the budget
  * its token_ratio back. */
 static inline void
-rbc_extras_call_succeeded(rbc_retry_object *self)
+rbc_extras_call_succeeded(rbc_retry_extras *extras)
 {
-    rbc_retry_extras *extras = self->extras;
     if (extras == NULL) {
         return;
     }
@@ -179,10 +157,10 @@ rbc_extras_call_succeeded(rbc_retry_object *self)
  * failed with a supported error (caught: one token taken) or passed
  * through unhandled. */
 static inline void
-rbc_extras_attempt_failed(rbc_retry_object *self, int caught)
+rbc_extras_attempt_failed(rbc_retry_extras *extras, int caught)
 {
-    if (self->extras != NULL) {
-        rbc_extras_failed_slow(self->extras, caught);
+    if (extras != NULL) {
+        rbc_extras_failed_slow(extras, caught);
     }
 }
 
@@ -190,10 +168,10 @@ rbc_extras_attempt_failed(rbc_retry_object *self, int caught)
  * when the call's is_retryable said no; the loops, after fail(), when the
  * Retry's own checker (rbc_retry_own_verdict) said no. */
 static inline void
-rbc_extras_gave_up_not_retryable(rbc_retry_object *self)
+rbc_extras_gave_up_not_retryable(rbc_retry_extras *extras)
 {
-    if (self->extras != NULL) {
-        rbc_extras_not_retryable_slow(self->extras);
+    if (extras != NULL) {
+        rbc_extras_not_retryable_slow(extras);
     }
 }
 
@@ -201,22 +179,25 @@ rbc_extras_gave_up_not_retryable(rbc_retry_object *self)
  * (retries exhausted, or the budget is at or below half), counted by
  * reason; `exhausted` is redis-py's verdict. */
 static inline int
-rbc_extras_refuse_retry(rbc_retry_object *self, int exhausted)
+rbc_extras_refuse_retry(rbc_retry_extras *extras, int exhausted)
 {
-    if (self->extras == NULL) {
+    if (extras == NULL) {
         return exhausted;
     }
-    return rbc_extras_refuse_retry_slow(self->extras, exhausted);
+    return rbc_extras_refuse_retry_slow(extras, exhausted);
 }
 
 /* Before sleeping `delay` (> 0): 1 to sleep, 0 to give up because the
  * sleep would reach the call's deadline, -1 when delay is no real
- * number.  Adds the delay to stats.slept_seconds when it sleeps. */
-int rbc_retry_before_sleep(rbc_retry_object *self, const rbc_call_extras *call, PyObject *delay);
+ * number.  Adds the delay to stats.slept_seconds when it sleeps.
+ * `extras` is the address of the Retry's field, read again after the
+ * delay's __float__, which may change it. */
+int rbc_extras_before_sleep(rbc_retry_extras *const *extras, const rbc_call_extras *call,
+                            PyObject *delay);
 
 /* Before each attempt after the first (after the sleep, if any): 1 to
  * call do() again (counted as a retry), 0 to give up because the deadline
  * has passed. */
-int rbc_retry_before_retry(rbc_retry_object *self, const rbc_call_extras *call);
+int rbc_extras_before_retry(rbc_retry_extras *extras, const rbc_call_extras *call);
 
 #endif

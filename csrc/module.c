@@ -1,12 +1,22 @@
 /* redis_backoff_c._speedups: the module object, its state and its start-up.
  *
- * Multi-phase initialisation (PEP 489) with per-module state (PEP 573):
- * each concern (random source, strategies, sync Retry, asyncio Retry)
- * creates its heap types and fills its part of the state in its own
- * rbc_*_init() function, called from module_exec in dependency order.
+ * Multi-phase initialisation (PEP 489) with per-module state (PEP 573,
+ * state.h): each concern fills its part of the state, and creates its heap
+ * types, in its own init function, called from module_exec layer by layer
+ * from the bottom (__slots__, random source, strategies, extras, the retry
+ * core, the sync Retry, the asyncio Retry); traverse and clear visit the
+ * same parts, clear from the top.
  */
 #include "state.h"
+#include "args.h"
 #include "async_coro.h"
+#include "async_retry.h"
+#include "extras.h"
+#include "random_source.h"
+#include "retry.h"
+#include "retry_core.h"
+#include "slots.h"
+#include "strategies.h"
 
 static int
 common_init(rbc_common_state *common)
@@ -14,22 +24,19 @@ common_init(rbc_common_state *common)
     common->int_zero = PyLong_FromLong(0);
     common->str_backoff = PyUnicode_InternFromString("_backoff");
     common->str_dict = PyUnicode_InternFromString("__dict__");
-    if (!common->int_zero || !common->str_backoff || !common->str_dict) {
-        return -1;
-    }
-    PyObject *copyreg = PyImport_ImportModule("copyreg");
-    if (copyreg == NULL) {
-        return -1;
-    }
-    common->copyreg_newobj = PyObject_GetAttrString(copyreg, "__newobj__");
-    Py_DECREF(copyreg);
-    return common->copyreg_newobj == NULL ? -1 : 0;
+    common->copyreg_newobj = rbc_import_attr("copyreg", "__newobj__");
+    common->copy_deepcopy = rbc_import_attr("copy", "deepcopy");
+    return common->int_zero && common->str_backoff && common->str_dict && common->copyreg_newobj
+                   && common->copy_deepcopy
+               ? 0
+               : -1;
 }
 
 static int
 common_traverse(rbc_common_state *common, visitproc visit, void *arg)
 {
     Py_VISIT(common->copyreg_newobj);
+    Py_VISIT(common->copy_deepcopy);
     return 0;
 }
 
@@ -40,17 +47,17 @@ common_clear(rbc_common_state *common)
     Py_CLEAR(common->str_backoff);
     Py_CLEAR(common->str_dict);
     Py_CLEAR(common->copyreg_newobj);
+    Py_CLEAR(common->copy_deepcopy);
 }
 
 static int
 module_exec(PyObject *module)
 {
     rbc_state *st = rbc_get_state(module);
-    if (common_init(&st->common) < 0 || rbc_slots_init(&st->slots) < 0 || rbc_random_init(st, module) < 0
-        || rbc_strategies_init(st, module) < 0
-        || rbc_extras_init(st, module) < 0
-        || rbc_retry_init(st, module) < 0
-        || rbc_async_init(st, module) < 0) {
+    if (common_init(&st->common) < 0 || rbc_slots_init(&st->slots) < 0
+        || rbc_random_init(st, module) < 0 || rbc_strategies_init(st, module) < 0
+        || rbc_extras_init(st, module) < 0 || rbc_retry_core_init(&st->core) < 0
+        || rbc_retry_init(st, module) < 0 || rbc_async_init(st, module) < 0) {
         return -1;
     }
     return 0;
@@ -62,12 +69,12 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     rbc_state *st = rbc_get_state(module);
     int err;
     if ((err = common_traverse(&st->common, visit, arg))
+        || (err = rbc_slots_traverse(&st->slots, visit, arg))
         || (err = rbc_random_traverse(&st->random, visit, arg))
         || (err = rbc_strategies_traverse(&st->strategies, visit, arg))
-        || (err = rbc_retry_traverse(&st->retry, visit, arg))
-        || (err = rbc_async_traverse(&st->async, visit, arg))
         || (err = rbc_extras_traverse(&st->extras, visit, arg))
-        || (err = rbc_slots_traverse(&st->slots, visit, arg))) {
+        || (err = rbc_retry_core_traverse(&st->core, visit, arg))
+        || (err = rbc_async_traverse(&st->async, visit, arg))) {
         return err;
     }
     return 0;
@@ -79,6 +86,7 @@ module_clear(PyObject *module)
     rbc_state *st = rbc_get_state(module);
     rbc_async_clear(&st->async);
     rbc_retry_clear(&st->retry);
+    rbc_retry_core_clear(&st->core);
     rbc_extras_clear(&st->extras);
     rbc_strategies_clear(&st->strategies);
     rbc_random_clear(&st->random);

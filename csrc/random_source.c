@@ -1,5 +1,5 @@
 /* The random source of the jittered strategies: see random_source.h. */
-#include "state.h"
+#include "random_source.h"
 #include "args.h"
 
 #include <string.h>
@@ -52,7 +52,7 @@ capture_genuine_methods(rbc_random_state *rs, PyObject *random_module)
 }
 
 int
-rbc_random_init(struct rbc_state *st, PyObject *module)
+rbc_random_init(rbc_state *st, PyObject *module)
 {
     rbc_random_state *rs = &st->random;
     rs->use_fast = 0;

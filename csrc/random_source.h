@@ -21,20 +21,9 @@
 #include <Python.h>
 #include <stdint.h>
 
-typedef struct {
-    int use_fast; /* 0: random module, 1: xoshiro256** */
-    uint64_t xoshiro[4];
-    PyObject *module_dict;      /* random.__dict__ */
-    PyObject *instance;         /* random._inst, the module's generator */
-    PyObject *uniform_function; /* Random.uniform, the plain function */
-    PyObject *instance_random;  /* random._inst.random, a bound C method */
-    PyObject *str_uniform;
-    PyObject *str_random;
-} rbc_random_state;
+#include "state.h"
 
-struct rbc_state;
-
-int rbc_random_init(struct rbc_state *st, PyObject *module);
+int rbc_random_init(rbc_state *st, PyObject *module);
 int rbc_random_traverse(rbc_random_state *rs, visitproc visit, void *arg);
 void rbc_random_clear(rbc_random_state *rs);
 

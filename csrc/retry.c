@@ -1,23 +1,23 @@
 /* redis_backoff_c.retry.Retry: the synchronous Retry and its
  * call_with_retry loop, built from the steps of retry_core.h. */
-#include "state.h"
+#include "retry.h"
 #include "args.h"
-#include "retry_core.h"
 #include "extras.h"
+#include "retry_core.h"
 
 /* redis.retry.Retry's default supported_errors. */
-static const char *const default_error_names[] = {
-    "redis.exceptions:ConnectionError",
-    "redis.exceptions:TimeoutError",
-    "socket:timeout",
-    NULL,
+static const rbc_retry_default_error default_errors[] = {
+    {"redis.exceptions", "ConnectionError"},
+    {"redis.exceptions", "TimeoutError"},
+    {"socket", "timeout"},
+    {NULL, NULL},
 };
 
-static inline rbc_retry_state *
-retry_state_of(PyObject *self)
+static inline const rbc_retry_flavor *
+sync_flavor_of(PyObject *self)
 {
     rbc_state *st = rbc_state_of(self);
-    return st == NULL ? NULL : &st->retry;
+    return st == NULL ? NULL : &st->core.flavors[RBC_FLAVOR_SYNC];
 }
 
 /* ---------------------------------------------------------------------- */
@@ -30,18 +30,7 @@ retry_state_of(PyObject *self)
 static int
 sleep_for(rbc_retry_state *rs, PyObject *delay)
 {
-    PyObject *module = PyImport_GetModule(rs->sleep_module_name);
-    if (module == NULL) {
-        if (PyErr_Occurred()) {
-            return -1;
-        }
-        module = PyImport_Import(rs->sleep_module_name);
-        if (module == NULL) {
-            return -1;
-        }
-    }
-    PyObject *sleep = PyObject_GetAttr(module, rs->str_sleep);
-    Py_DECREF(module);
+    PyObject *sleep = rbc_module_attr(rs->sleep_module_name, rs->str_sleep);
     if (sleep == NULL) {
         return -1;
     }
@@ -83,7 +72,7 @@ fail_rejected(rbc_retry_object *self, const retry_call *call, PyObject *error,
         return -1;
     }
     Py_DECREF(result);
-    rbc_extras_gave_up_not_retryable(self);
+    rbc_extras_gave_up_not_retryable(self->extras);
     return 0;
 }
 
@@ -123,12 +112,12 @@ handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyOb
     if (delay == NULL) {
         goto done;
     }
-    status = should_sleep ? rbc_retry_before_sleep(self, &call->extras, delay) : 1;
+    status = should_sleep ? rbc_extras_before_sleep(&self->extras, &call->extras, delay) : 1;
     if (status > 0 && should_sleep) {
         status = sleep_for(&st->retry, delay) < 0 ? -1 : 1;
     }
     if (status > 0) { /* 0: the deadline is too near to sleep */
-        status = rbc_retry_before_retry(self, &call->extras);
+        status = rbc_extras_before_retry(self->extras, &call->extras);
     }
 done:
     Py_DECREF(count);
@@ -181,7 +170,7 @@ retry_after_error(rbc_state *st, rbc_retry_object *me, const retry_call *call)
         }
         PyObject *result = PyObject_CallNoArgs(call->do_);
         if (result != NULL) {
-            rbc_extras_call_succeeded(me);
+            rbc_extras_call_succeeded(me->extras);
             return result;
         }
     }
@@ -231,10 +220,10 @@ call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (rbc_retry_reset_backoff(st, me) < 0) {
         return NULL;
     }
-    rbc_extras_call_begin(me, &call.extras);
+    rbc_extras_call_begin(me->extras, &call.extras);
     PyObject *result = PyObject_Vectorcall(call.do_, NULL, 0, NULL);
     if (result != NULL) {
-        rbc_extras_call_succeeded(me);
+        rbc_extras_call_succeeded(me->extras);
         return result;
     }
     return retry_after_error(st, me, &call);
@@ -247,28 +236,28 @@ static PyObject *
 retry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     rbc_state *st = rbc_state_from_type(type);
-    return st == NULL ? NULL : rbc_retry_new(&st->retry.flavor, type);
+    return st == NULL ? NULL : rbc_retry_new(&st->core.flavors[RBC_FLAVOR_SYNC], type);
 }
 
 static int
 retry_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
-    rbc_retry_state *rs = retry_state_of(self);
-    return rs == NULL ? -1 : rbc_retry_init_args(&rs->flavor, self, args, kwds);
+    const rbc_retry_flavor *fl = sync_flavor_of(self);
+    return fl == NULL ? -1 : rbc_retry_init_args(fl, self, args, kwds);
 }
 
 static PyObject *
 retry_richcompare(PyObject *self, PyObject *other, int op)
 {
-    rbc_retry_state *rs = retry_state_of(self);
-    return rs == NULL ? NULL : rbc_retry_richcompare(&rs->flavor, self, other, op);
+    const rbc_retry_flavor *fl = sync_flavor_of(self);
+    return fl == NULL ? NULL : rbc_retry_richcompare(fl, self, other, op);
 }
 
 static Py_hash_t
 retry_hash(PyObject *self)
 {
-    rbc_retry_state *rs = retry_state_of(self);
-    return rs == NULL ? -1 : rbc_retry_hash(&rs->flavor, self);
+    const rbc_retry_flavor *fl = sync_flavor_of(self);
+    return fl == NULL ? -1 : rbc_retry_hash(fl, self);
 }
 
 /* clang-format off */
@@ -303,30 +292,21 @@ int
 rbc_retry_init(rbc_state *st, PyObject *module)
 {
     rbc_retry_state *rs = &st->retry;
-    rs->flavor.name = "Retry";
+    rbc_retry_flavor *fl = &st->core.flavors[RBC_FLAVOR_SYNC];
+    fl->name = "Retry";
     rs->sleep_module_name = PyUnicode_InternFromString("redis_backoff_c.retry");
     rs->str_sleep = PyUnicode_InternFromString("sleep");
     if (rs->sleep_module_name == NULL || rs->str_sleep == NULL
-        || rbc_retry_core_init(&rs->core) < 0
-        || rbc_retry_flavor_init(&rs->flavor, "redis.retry", default_error_names) < 0) {
+        || rbc_retry_flavor_init(fl, "redis.retry", default_errors) < 0) {
         return -1;
     }
-    PyTypeObject *type = rbc_retry_flavor_type_new(&rs->flavor, module, &retry_spec);
+    PyTypeObject *type = rbc_retry_flavor_type_new(fl, module, &retry_spec);
     return type == NULL ? -1 : PyModule_AddObjectRef(module, "Retry", (PyObject *)type);
-}
-
-int
-rbc_retry_traverse(rbc_retry_state *rs, visitproc visit, void *arg)
-{
-    int err = rbc_retry_flavor_traverse(&rs->flavor, visit, arg);
-    return err ? err : rbc_retry_core_traverse(&rs->core, visit, arg);
 }
 
 void
 rbc_retry_clear(rbc_retry_state *rs)
 {
-    rbc_retry_flavor_clear(&rs->flavor);
-    rbc_retry_core_clear(&rs->core);
     Py_CLEAR(rs->sleep_module_name);
     Py_CLEAR(rs->str_sleep);
 }

@@ -1,79 +1,11 @@
 /* The part of Retry that the sync and asyncio types share: see retry_core.h. */
-#include "state.h"
-#include "args.h"
 #include "retry_core.h"
+#include "args.h"
 #include "extras.h"
+#include "slots.h"
+#include "strategies.h"
 
 #include <stddef.h>
-
-/* ---------------------------------------------------------------------- */
-/* Exceptions across CPython versions                                     */
-
-PyObject *
-rbc_exc_fetch(void)
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    return PyErr_GetRaisedException();
-#else
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    if (type == NULL) {
-        return NULL;
-    }
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (tb != NULL) {
-        PyException_SetTraceback(value, tb);
-    }
-    Py_DECREF(type);
-    Py_XDECREF(tb);
-    return value;
-#endif
-}
-
-void
-rbc_exc_restore(PyObject *error)
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    PyErr_SetRaisedException(error);
-#else
-    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(error)), error, PyException_GetTraceback(error));
-#endif
-}
-
-PyObject *
-rbc_exc_begin_handling(PyObject *error)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-    PyObject *previous = PyErr_GetHandledException();
-    PyErr_SetHandledException(error);
-    return previous;
-#else
-    PyObject *type, *value, *tb;
-    PyErr_GetExcInfo(&type, &value, &tb);
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
-    PyErr_SetExcInfo(Py_NewRef((PyObject *)Py_TYPE(error)), Py_NewRef(error),
-                     PyException_GetTraceback(error));
-    return value;
-#endif
-}
-
-void
-rbc_exc_end_handling(PyObject *previous)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-    PyErr_SetHandledException(previous);
-    Py_XDECREF(previous);
-#else
-    if (previous == NULL || previous == Py_None) {
-        Py_XDECREF(previous);
-        PyErr_SetExcInfo(NULL, NULL, NULL);
-        return;
-    }
-    PyErr_SetExcInfo(Py_NewRef((PyObject *)Py_TYPE(previous)), previous,
-                     PyException_GetTraceback(previous));
-#endif
-}
 
 /* ---------------------------------------------------------------------- */
 /* Module state                                                            */
@@ -85,36 +17,11 @@ rbc_retry_core_init(rbc_retry_core_state *cs)
     cs->str_supported_errors = PyUnicode_InternFromString("_supported_errors");
     cs->str_is_retryable = PyUnicode_InternFromString("_is_retryable");
     cs->checker_not_none = 0; /* until redis_backoff_c.retry says 8.2 */
-    if (!cs->str_retries || !cs->str_supported_errors || !cs->str_is_retryable) {
-        return -1;
-    }
-    PyObject *copy = PyImport_ImportModule("copy");
-    if (copy == NULL) {
-        return -1;
-    }
-    cs->copy_deepcopy = PyObject_GetAttrString(copy, "deepcopy");
-    Py_DECREF(copy);
-    return cs->copy_deepcopy == NULL ? -1 : 0;
+    return cs->str_retries && cs->str_supported_errors && cs->str_is_retryable ? 0 : -1;
 }
 
-int
-rbc_retry_core_traverse(rbc_retry_core_state *cs, visitproc visit, void *arg)
-{
-    Py_VISIT(cs->copy_deepcopy);
-    return 0;
-}
-
-void
-rbc_retry_core_clear(rbc_retry_core_state *cs)
-{
-    Py_CLEAR(cs->str_retries);
-    Py_CLEAR(cs->str_supported_errors);
-    Py_CLEAR(cs->str_is_retryable);
-    Py_CLEAR(cs->copy_deepcopy);
-}
-
-int
-rbc_retry_flavor_traverse(rbc_retry_flavor *fl, visitproc visit, void *arg)
+static int
+flavor_traverse(rbc_retry_flavor *fl, visitproc visit, void *arg)
 {
     Py_VISIT(fl->type);
     Py_VISIT(fl->family);
@@ -123,49 +30,43 @@ rbc_retry_flavor_traverse(rbc_retry_flavor *fl, visitproc visit, void *arg)
     return 0;
 }
 
-void
-rbc_retry_flavor_clear(rbc_retry_flavor *fl)
+int
+rbc_retry_core_traverse(rbc_retry_core_state *cs, visitproc visit, void *arg)
 {
-    Py_CLEAR(fl->type);
-    Py_CLEAR(fl->family);
-    Py_CLEAR(fl->default_errors);
-    Py_CLEAR(fl->default_errors_set);
+    for (int i = 0; i < RBC_FLAVOR_COUNT; i++) {
+        int err = flavor_traverse(&cs->flavors[i], visit, arg);
+        if (err) {
+            return err;
+        }
+    }
+    return 0;
 }
 
-/* The object named "module:attr". */
-static PyObject *
-import_named(const char *spec)
+void
+rbc_retry_core_clear(rbc_retry_core_state *cs)
 {
-    const char *colon = strchr(spec, ':');
-    PyObject *module_name = PyUnicode_FromStringAndSize(spec, colon - spec);
-    if (module_name == NULL) {
-        return NULL;
+    for (int i = 0; i < RBC_FLAVOR_COUNT; i++) {
+        rbc_retry_flavor *fl = &cs->flavors[i];
+        Py_CLEAR(fl->type);
+        Py_CLEAR(fl->family);
+        Py_CLEAR(fl->default_errors);
+        Py_CLEAR(fl->default_errors_set);
     }
-    PyObject *module = PyImport_Import(module_name);
-    Py_DECREF(module_name);
-    if (module == NULL) {
-        return NULL;
-    }
-    PyObject *value = PyObject_GetAttrString(module, colon + 1);
-    Py_DECREF(module);
-    return value;
+    Py_CLEAR(cs->str_retries);
+    Py_CLEAR(cs->str_supported_errors);
+    Py_CLEAR(cs->str_is_retryable);
 }
 
 int
 rbc_retry_flavor_init(rbc_retry_flavor *fl, const char *module_name,
-                      const char *const *default_error_names)
+                      const rbc_retry_default_error *default_errors)
 {
-    PyObject *module = PyImport_ImportModule(module_name);
-    if (module == NULL) {
-        return -1;
-    }
-    fl->family = PyObject_GetAttrString(module, "Retry");
-    Py_DECREF(module);
+    fl->family = rbc_import_attr(module_name, "Retry");
     if (fl->family == NULL) {
         return -1;
     }
     Py_ssize_t count = 0;
-    while (default_error_names[count] != NULL) {
+    while (default_errors[count].module != NULL) {
         count++;
     }
     fl->default_errors = PyTuple_New(count);
@@ -173,7 +74,7 @@ rbc_retry_flavor_init(rbc_retry_flavor *fl, const char *module_name,
         return -1;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *cls = import_named(default_error_names[i]);
+        PyObject *cls = rbc_import_attr(default_errors[i].module, default_errors[i].name);
         if (cls == NULL) {
             return -1;
         }
@@ -187,9 +88,9 @@ rbc_retry_flavor_init(rbc_retry_flavor *fl, const char *module_name,
 /* Parameters                                                              */
 
 static inline rbc_retry_core_state *
-core_of(struct rbc_state *st)
+core_of(rbc_state *st)
 {
-    return &st->retry.core;
+    return &st->core;
 }
 
 /* retries must have __index__ (int, bool, numpy ints...): its value,
@@ -381,7 +282,7 @@ set_given_extras(const rbc_retry_flavor *fl, PyObject *self, PyObject *deadline,
     }
     rbc_state *st = rbc_state_of(self);
     return st == NULL ? -1
-                      : rbc_retry_set_extras(st, fl->name, RETRY(self), deadline, budget, stats);
+                      : rbc_retry_extras_set(&st->extras, fl->name, &RETRY(self)->extras, deadline, budget, stats);
 }
 
 /* Retry(...) of the exact type of flavor `fl`. */
@@ -460,12 +361,11 @@ rbc_retry_type_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
 {
     PyObject *module = ((PyHeapTypeObject *)type)->ht_module;
     if (module != NULL && PyModule_GetDef(module) == &rbc_module_def) {
-        rbc_state *st = rbc_get_state(module);
-        if ((PyTypeObject *)type == st->retry.flavor.type) {
-            return retry_vectorcall(&st->retry.flavor, type, args, nargsf, kwnames);
-        }
-        if ((PyTypeObject *)type == st->async.flavor.type) {
-            return retry_vectorcall(&st->async.flavor, type, args, nargsf, kwnames);
+        rbc_retry_core_state *cs = core_of(rbc_get_state(module));
+        for (int i = 0; i < RBC_FLAVOR_COUNT; i++) {
+            if ((PyTypeObject *)type == cs->flavors[i].type) {
+                return retry_vectorcall(&cs->flavors[i], type, args, nargsf, kwnames);
+            }
         }
     }
     return type_call_slots(type, args, nargsf, kwnames);
@@ -500,7 +400,7 @@ rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args, 
         return -1;
     }
     /* __init__ again on an object: the extras are the ones given now. */
-    rbc_retry_extras_clear(RETRY(self));
+    rbc_retry_extras_clear(&RETRY(self)->extras);
     return set_given_extras(fl, self, deadline, budget, stats);
 }
 
@@ -516,7 +416,7 @@ rbc_retry_obj_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(RETRY(self)->supported_errors);
     Py_VISIT(RETRY(self)->errors_set);
     Py_VISIT(RETRY(self)->is_retryable);
-    return rbc_retry_extras_traverse(RETRY(self), visit, arg);
+    return rbc_retry_extras_traverse(RETRY(self)->extras, visit, arg);
 }
 
 int
@@ -527,7 +427,7 @@ rbc_retry_obj_clear(PyObject *self)
     Py_CLEAR(RETRY(self)->supported_errors);
     Py_CLEAR(RETRY(self)->errors_set);
     Py_CLEAR(RETRY(self)->is_retryable);
-    rbc_retry_extras_clear(RETRY(self));
+    rbc_retry_extras_clear(&RETRY(self)->extras);
     return 0;
 }
 
@@ -647,6 +547,25 @@ checker_property_set(PyObject *self, PyObject *value, void *closure)
     return store_checker(self, value, "is_retryable", "Retry.is_retryable");
 }
 
+/* deadline, budget and stats (extras.h): the closure is the RBC_EXTRA_*
+ * index. */
+static PyObject *
+extra_get(PyObject *self, void *closure)
+{
+    return rbc_retry_extras_get(RETRY(self)->extras, (int)(intptr_t)closure);
+}
+
+static int
+extra_set(PyObject *self, PyObject *value, void *closure)
+{
+    rbc_state *st = rbc_state_of(self);
+    if (st == NULL) {
+        return -1;
+    }
+    return rbc_retry_extras_store(&st->extras, &RETRY(self)->extras, (int)(intptr_t)closure,
+                                  value);
+}
+
 PyMemberDef rbc_retry_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(rbc_retry_object, weakreflist), READONLY, NULL},
     {NULL},
@@ -662,12 +581,14 @@ PyGetSetDef rbc_retry_getset[] = {
      "Optional checker: a supported error is retried only if it returns true\n"
      "(when false, fail() is called and the error raised). None: no checker.",
      NULL},
-    {"deadline", rbc_retry_deadline_get, rbc_retry_deadline_set,
-     "seconds one call_with_retry may last (monotonic clock), or None", NULL},
-    {"budget", rbc_retry_budget_get, rbc_retry_budget_set,
-     "the RetryBudget that throttles retries (shared by copies), or None", NULL},
-    {"stats", rbc_retry_stats_get, rbc_retry_stats_set,
-     "the RetryStats that count calls (shared by copies), or None", NULL},
+    {"deadline", extra_get, extra_set,
+     "seconds one call_with_retry may last (monotonic clock), or None",
+     (void *)(intptr_t)RBC_EXTRA_DEADLINE},
+    {"budget", extra_get, extra_set,
+     "the RetryBudget that throttles retries (shared by copies), or None",
+     (void *)(intptr_t)RBC_EXTRA_BUDGET},
+    {"stats", extra_get, extra_set, "the RetryStats that count calls (shared by copies), or None",
+     (void *)(intptr_t)RBC_EXTRA_STATS},
     {NULL},
 };
 
@@ -732,6 +653,19 @@ rbc_retry_update_supported_errors(PyObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
+/* The flavor of which `self` is an instance (sync or asyncio), or NULL. */
+static const rbc_retry_flavor *
+flavor_of(rbc_state *st, PyObject *self)
+{
+    rbc_retry_core_state *cs = core_of(st);
+    for (int i = 0; i < RBC_FLAVOR_COUNT; i++) {
+        if (cs->flavors[i].type != NULL && PyObject_TypeCheck(self, cs->flavors[i].type)) {
+            return &cs->flavors[i];
+        }
+    }
+    return NULL;
+}
+
 /* ---- copy and pickle ---- */
 
 /* What a Python subclass adds to a copy: its __slots__ values and its
@@ -740,8 +674,7 @@ rbc_retry_update_supported_errors(PyObject *self, PyObject *const *args, Py_ssiz
 static PyObject *
 copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *memo)
 {
-    rbc_retry_core_state *cs = core_of(st);
-    if (rbc_slots_copy(&st->slots, self, copy, memo) < 0) {
+    if (rbc_slots_copy(st, self, copy, memo) < 0) {
         goto error;
     }
     if (Py_TYPE(self)->tp_dictoffset == 0) {
@@ -756,7 +689,7 @@ copy_subclass_state(PyObject *self, PyObject *copy, rbc_state *st, PyObject *mem
     }
     PyObject *state = memo == NULL
                           ? PyDict_Copy(dict)
-                          : PyObject_CallFunctionObjArgs(cs->copy_deepcopy, dict, memo, NULL);
+                          : PyObject_CallFunctionObjArgs(st->common.copy_deepcopy, dict, memo, NULL);
     Py_DECREF(dict);
     if (state == NULL) {
         goto error;
@@ -796,7 +729,7 @@ shallow_copy(PyObject *self)
     copy->supported_errors = field_or_none(me->supported_errors);
     copy->errors_set = Py_XNewRef(me->errors_set);
     copy->is_retryable = Py_XNewRef(me->is_retryable);
-    if (copy->retries == NULL || rbc_retry_extras_copy(copy, me) < 0) {
+    if (copy->retries == NULL || rbc_retry_extras_copy(&copy->extras, me->extras) < 0) {
         Py_DECREF(copy);
         return NULL;
     }
@@ -917,7 +850,7 @@ deepcopy_owned_field(rbc_state *st, PyObject *obj, PyObject *memo)
         }
     }
     PyObject *memo_arg = memo != NULL ? memo : Py_None;
-    return PyObject_CallFunctionObjArgs(core_of(st)->copy_deepcopy, obj, memo_arg, NULL);
+    return PyObject_CallFunctionObjArgs(st->common.copy_deepcopy, obj, memo_arg, NULL);
 }
 
 /* deepcopy_owned_field of a field read now: the field is held for the
@@ -970,7 +903,8 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
      * backoff or a subclass's __dict__ or slots back to this Retry; not needed when
      * only a C strategy and plain values are copied. */
     rbc_retry_object *c = RETRY(copy);
-    int subclass = Py_TYPE(self) != st->retry.flavor.type && Py_TYPE(self) != st->async.flavor.type;
+    const rbc_retry_flavor *fl = flavor_of(st, self);
+    int subclass = fl == NULL || Py_TYPE(self) != fl->type;
     int may_cycle = subclass || rbc_plain_strategy_kind(&st->strategies, c->backoff) < 0
                     || (!PyLong_CheckExact(c->retries) && !PyBool_Check(c->retries))
                     || (c->is_retryable != NULL && !is_atomic_callable(c->is_retryable));
@@ -1021,26 +955,11 @@ error:
     return NULL;
 }
 
-static const rbc_retry_flavor *flavor_of(rbc_state *st, PyObject *self);
-
 static int
 is_default_errors(rbc_state *st, PyObject *self)
 {
     const rbc_retry_flavor *fl = flavor_of(st, self);
     return fl != NULL && RETRY(self)->supported_errors == fl->default_errors;
-}
-
-/* The flavor whose type `self` is an instance of: sync or asyncio, or NULL. */
-static const rbc_retry_flavor *
-flavor_of(rbc_state *st, PyObject *self)
-{
-    if (st->retry.flavor.type != NULL && PyObject_TypeCheck(self, st->retry.flavor.type)) {
-        return &st->retry.flavor;
-    }
-    if (st->async.flavor.type != NULL && PyObject_TypeCheck(self, st->async.flavor.type)) {
-        return &st->async.flavor;
-    }
-    return NULL;
 }
 
 /* (copyreg.__newobj__, (type,), state): __new__ then __setstate__, so a
@@ -1097,7 +1016,7 @@ rbc_retry_reduce(PyObject *self, PyObject *unused)
         keys[count] = cs->str_is_retryable;
         values[count++] = Py_NewRef(me->is_retryable);
     }
-    count += rbc_retry_extras_items(st, me, keys + count, values + count);
+    count += rbc_retry_extras_items(&st->extras, me->extras, keys + count, values + count);
     int status = 0;
     for (int i = 0; i < count && status == 0; i++) {
         status = PyDict_SetItem(state, keys[i], values[i]);
@@ -1230,7 +1149,8 @@ and_same_extras(PyObject *result, rbc_retry_object *self, rbc_retry_object *othe
     if (truth < 0) {
         return NULL;
     }
-    int same = rbc_retry_extras_equal(self, other);
+    /* Read now: the truth test may have run code that changed them. */
+    int same = rbc_retry_extras_equal(self->extras, other != NULL ? other->extras : NULL);
     return same < 0 ? NULL : PyBool_FromLong(same);
 }
 
@@ -1358,7 +1278,7 @@ rbc_retry_repr(PyObject *self)
     PyObject *fields[3] = {field_or_none(me->backoff), field_or_none(me->retries),
                            field_or_none(me->supported_errors)};
     PyObject *checker = checker_repr(me);
-    PyObject *extras = checker == NULL ? NULL : rbc_retry_extras_repr(me);
+    PyObject *extras = checker == NULL ? NULL : rbc_retry_extras_repr(me->extras);
     PyObject *repr = extras == NULL ? NULL
                                     : PyUnicode_FromFormat("%s(%R, %R, supported_errors=%R%U%U)",
                                                            name, fields[0], fields[1],
@@ -1402,7 +1322,7 @@ rbc_retry_catches(rbc_retry_object *self, PyObject *error)
 {
     PyObject *errors = self->supported_errors;
     int caught = errors != NULL && PyErr_GivenExceptionMatches(error, errors);
-    rbc_extras_attempt_failed(self, caught);
+    rbc_extras_attempt_failed(self->extras, caught);
     return caught;
 }
 
@@ -1444,7 +1364,7 @@ rbc_retry_check_retryable(rbc_state *st, rbc_retry_object *self, PyObject *is_re
     int truth = PyObject_IsTrue(verdict);
     Py_DECREF(verdict);
     if (truth == 0) {
-        rbc_extras_gave_up_not_retryable(self);
+        rbc_extras_gave_up_not_retryable(self->extras);
     }
     return truth;
 }
@@ -1464,7 +1384,7 @@ rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failures,
 int
 rbc_retry_exhausted(rbc_retry_object *self, long long failures)
 {
-    return rbc_extras_refuse_retry(self,
+    return rbc_extras_refuse_retry(self->extras,
                                    self->retries_value >= 0 && failures > self->retries_value);
 }
 

@@ -1,10 +1,13 @@
 /* What the synchronous and the asyncio Retry share: the object layout, its
  * attributes and methods, and the retry decisions of call_with_retry.
+ * This layer sits above the strategies and the extras, and below the two
+ * Retry types, which it never names: it knows them as flavors.
  *
- * Each Retry type (retry.c, async_retry.c) is a "flavor": its own heap type,
- * the redis-py class whose instances its __eq__ accepts, and its default
- * supported_errors.  The type's slots are thin wrappers that pass their
- * flavor to the rbc_retry_* functions below.
+ * Each Retry type (retry.c, async_retry.c) is a "flavor", one slot of
+ * st->core.flavors: its own heap type, the redis-py class whose instances
+ * its __eq__ accepts, and its default supported_errors.  The type's slots
+ * are thin wrappers that pass their flavor to the rbc_retry_* functions
+ * below.
  *
  * call_with_retry, in redis-py's order, is assembled from these steps
  * (`failures` starts at 0; "handling" means the error is set as the handled
@@ -12,28 +15,28 @@
  * it as __context__, as inside redis-py's `except` block):
  *
  *     rbc_retry_reset_backoff(self)                     once
- *     rbc_extras_call_begin(self, &call)                once (extras.h)
+ *     rbc_extras_call_begin(self->extras, &call)        once (extras.h)
  *     loop:
  *         result = do()          (async: awaited)
- *         success: rbc_extras_call_succeeded(self); return it
+ *         success: rbc_extras_call_succeeded(self->extras); return it
  *         error = rbc_exc_fetch()
  *         rbc_retry_catches(self, error)                0: re-raise untouched
  *         prev = rbc_exc_begin_handling(error)
  *         rbc_retry_own_verdict(self, error)            0: rejected, then
  *             rbc_retry_call_fail(fail, error, failures + 1, with_failure_count)
  *                                (async: its result awaited)
- *             rbc_extras_gave_up_not_retryable(self); re-raise error
+ *             rbc_extras_gave_up_not_retryable(self->extras); re-raise error
  *         rbc_retry_check_retryable(st, is_retryable, error) 0: re-raise error
- *             (rbc_extras_gave_up_not_retryable(self) first)
+ *             (it counts the give-up in the extras first)
  *         failures += 1
  *         rbc_retry_call_fail(fail, error, failures, with_failure_count)
  *                                (async: its result awaited)
  *         rbc_retry_exhausted(self, failures)           1: raise error
  *         delay = rbc_retry_next_delay(self, failures, &sleep)
- *         if sleep: rbc_retry_before_sleep(self, &call, delay) 0: raise error
+ *         if sleep: rbc_extras_before_sleep(&self->extras, &call, delay) 0: raise error
  *         if sleep: sleep(delay) (async: asyncio.sleep awaited)
  *         rbc_exc_end_handling(prev)
- *         rbc_retry_before_retry(self, &call)          0: raise error
+ *         rbc_extras_before_retry(self->extras, &call)  0: raise error
  *
  * The opt-in extras (deadline, budget, stats: extras.h) live in these
  * steps: the two extras hooks of the success path are inline and test one
@@ -48,29 +51,24 @@
  * the point where redis-py reads them, so a fail callback that changes the
  * Retry takes effect, and holds its own references across Python calls.
  *
- * For the asyncio Retry (async_retry.c):
- * - the shared rbc_retry_core_state lives in st->retry.core, set up by
- *   rbc_retry_init, which module_exec runs before rbc_async_init;
- * - give the async flavor its own rbc_retry_flavor (family
- *   "redis.asyncio.retry", defaults without socket.timeout), and add it to
- *   flavor_of() in retry_core.c, which __reduce__ uses to leave the default
- *   errors out of pickles, and to rbc_retry_type_vectorcall;
- * - the handled exception belongs to the running frame: a coroutine-like
- *   object must end the handling before each suspension (await of fail's
- *   result or of asyncio.sleep) and begin it again when resumed, so that
- *   sys.exc_info() is the error inside fail and the event loop never sees
- *   it.
+ * An asyncio loop (async_call.c) must end the handling before each
+ * suspension (await of fail's result or of asyncio.sleep) and begin it
+ * again when resumed: the handled exception belongs to the running frame,
+ * so that sys.exc_info() is the error inside fail and the event loop never
+ * sees it.
  */
 #ifndef RBC_RETRY_CORE_H
 #define RBC_RETRY_CORE_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
 #include <structmember.h> /* PyMemberDef before 3.12 */
 
-#include "args.h" /* rbc_bind_args, for rbc_retry_bind_call */
+#include "state.h"
+#include "strategies.h" /* rbc_genuine_strategy_kind, for rbc_retry_reset_backoff */
 
-struct rbc_state;
+#include "args.h" /* rbc_bind_args, for rbc_retry_bind_call */
 
 /* The Retry object, for both flavors. */
 typedef struct {
@@ -87,39 +85,22 @@ typedef struct {
 
 #define RETRY(op) ((rbc_retry_object *)(op))
 
-/* What distinguishes the sync Retry from the asyncio one. */
-typedef struct {
-    PyTypeObject *type;           /* our C type (the state's one reference to it) */
-    PyObject *family;             /* redis.retry.Retry or redis.asyncio.retry.Retry */
-    PyObject *default_errors;     /* tuple: the default supported_errors */
-    PyObject *default_errors_set; /* frozenset of it */
-    const char *name;             /* "Retry", for messages */
-} rbc_retry_flavor;
-
-/* Shared objects, in rbc_retry_state.core (module state). */
-typedef struct {
-    PyObject *str_retries;
-    PyObject *str_supported_errors;
-    PyObject *copy_deepcopy;    /* copy.deepcopy */
-    PyObject *str_is_retryable; /* "_is_retryable" */
-    /* How call_with_retry tests its is_retryable argument: redis-py 8.2's
-     * `is_retryable is not None` (1) or 8.0/8.1's truthiness (0).  Set
-     * once at import by redis_backoff_c.retry, from the installed
-     * redis-py's features (_set_checker_rule). */
-    char checker_not_none;
-} rbc_retry_core_state;
-
+/* The core's part of the module state (module.c calls these before the
+ * flavors' init): the flavors' own fields are filled by their files. */
 int rbc_retry_core_init(rbc_retry_core_state *cs);
 int rbc_retry_core_traverse(rbc_retry_core_state *cs, visitproc visit, void *arg);
 void rbc_retry_core_clear(rbc_retry_core_state *cs);
 
-/* Flavor fields are owned references; type is set by the flavor's init. */
-int rbc_retry_flavor_traverse(rbc_retry_flavor *fl, visitproc visit, void *arg);
-void rbc_retry_flavor_clear(rbc_retry_flavor *fl);
+/* A default supported error: the class `name` of module `module`. */
+typedef struct {
+    const char *module;
+    const char *name;
+} rbc_retry_default_error;
+
 /* Fills family (imported from `module_name`.`Retry`) and the defaults
- * (the classes named by "module:attr" strings, NULL-terminated). */
+ * (the classes named by `default_errors`, ended by {NULL, NULL}). */
 int rbc_retry_flavor_init(rbc_retry_flavor *fl, const char *module_name,
-                          const char *const *default_error_names);
+                          const rbc_retry_default_error *default_errors);
 
 /* ---- construction and attributes ------------------------------------ */
 
@@ -269,10 +250,27 @@ PyObject *rbc_retry_repr(PyObject *self);
 
 /* ---- call_with_retry steps (see the top of this file) ---------------- */
 
-/* self._backoff.reset(): rbc_retry_reset_backoff, inline in state.h,
- * decides the usual case (nothing to reset); this does the
- * rest, a direct C call for an unmodified C strategy. */
-int rbc_retry_reset_backoff_slow(struct rbc_state *st, rbc_retry_object *self);
+/* self._backoff.reset() when rbc_retry_reset_backoff below has not
+ * settled it: a direct C call for an unmodified C strategy, else the
+ * method. */
+int rbc_retry_reset_backoff_slow(rbc_state *st, rbc_retry_object *self);
+
+/* self._backoff.reset(), call_with_retry's first step (retry.c and both
+ * asyncio designs): nothing to do for an unmodified C strategy other than
+ * DecorrelatedJitterBackoff, the usual case, decided here with one type
+ * compare, inline on the hot path; rbc_retry_reset_backoff_slow does the
+ * rest. */
+static inline int
+rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
+{
+    if (self->backoff != NULL) {
+        int kind = rbc_genuine_strategy_kind(&st->strategies, self->backoff);
+        if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
+            return 0;
+        }
+    }
+    return rbc_retry_reset_backoff_slow(st, self);
+}
 
 /* Does `except self._supported_errors` catch `error`?  1 or 0 (reads
  * _supported_errors now; matches subclasses, never calls Python code). */
@@ -291,7 +289,7 @@ int rbc_retry_own_verdict(rbc_retry_object *self, PyObject *error);
  * and not is_retryable(error)` (8.2: checker_not_none), negated: 1 to go
  * on, 0 to re-raise the error (a give-up counted in self's stats), -1 on
  * exception. */
-int rbc_retry_check_retryable(struct rbc_state *st, rbc_retry_object *self,
+int rbc_retry_check_retryable(rbc_state *st, rbc_retry_object *self,
                               PyObject *is_retryable, PyObject *error);
 
 /* fail(error, failures) when with_failure_count is true, else fail(error).
@@ -305,7 +303,7 @@ int rbc_retry_exhausted(rbc_retry_object *self, long long failures);
 
 /* self._backoff.compute(failures), read now, and `delay > 0` into
  * *should_sleep.  Returns the delay (new reference) or NULL. */
-PyObject *rbc_retry_next_delay(struct rbc_state *st, rbc_retry_object *self,
+PyObject *rbc_retry_next_delay(rbc_state *st, rbc_retry_object *self,
                                PyObject *failures, int *should_sleep);
 
 /* _set_checker_rule(is_not_none, /): which test call_with_retry applies
@@ -321,18 +319,5 @@ PyObject *rbc_retry_set_checker_rule(PyObject *module, PyObject *is_not_none);
      "8.2's `is not None`, False for 8.0/8.1's truthiness (private: set at\n"    \
      "import from the installed redis-py)."}
 /* clang-format on */
-
-/* ---- exceptions across CPython 3.10 - 3.13 --------------------------- */
-
-/* The raised exception, taken out of the thread state (normalised, its
- * __traceback__ set), or NULL if none: a new reference. */
-PyObject *rbc_exc_fetch(void);
-/* Raise `error` again, as it is, with its traceback: steals the reference. */
-void rbc_exc_restore(PyObject *error);
-/* Make `error` the handled exception; returns the previous one (new
- * reference, or NULL for none), to give back to rbc_exc_end_handling. */
-PyObject *rbc_exc_begin_handling(PyObject *error);
-/* Restore the handled exception saved by begin (steals the reference). */
-void rbc_exc_end_handling(PyObject *previous);
 
 #endif /* RBC_RETRY_CORE_H */

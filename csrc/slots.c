@@ -1,32 +1,19 @@
 /* __slots__ of subclasses in copies and pickles: see slots.h. */
-#include "state.h"
-
-static PyObject *
-attribute_of_module(const char *module_name, const char *name)
-{
-    PyObject *module = PyImport_ImportModule(module_name);
-    if (module == NULL) {
-        return NULL;
-    }
-    PyObject *value = PyObject_GetAttrString(module, name);
-    Py_DECREF(module);
-    return value;
-}
+#include "slots.h"
+#include "args.h"
 
 int
 rbc_slots_init(rbc_slots_state *sl)
 {
     sl->str_slots = PyUnicode_InternFromString("__slots__");
-    sl->slotnames = attribute_of_module("copyreg", "_slotnames");
-    sl->deepcopy = attribute_of_module("copy", "deepcopy");
-    return sl->str_slots == NULL || sl->slotnames == NULL || sl->deepcopy == NULL ? -1 : 0;
+    sl->slotnames = rbc_import_attr("copyreg", "_slotnames");
+    return sl->str_slots == NULL || sl->slotnames == NULL ? -1 : 0;
 }
 
 int
 rbc_slots_traverse(rbc_slots_state *sl, visitproc visit, void *arg)
 {
     Py_VISIT(sl->slotnames);
-    Py_VISIT(sl->deepcopy);
     return 0;
 }
 
@@ -35,7 +22,6 @@ rbc_slots_clear(rbc_slots_state *sl)
 {
     Py_CLEAR(sl->str_slots);
     Py_CLEAR(sl->slotnames);
-    Py_CLEAR(sl->deepcopy);
 }
 
 /* Whether a class statement in type's MRO declared __slots__ (ours never
@@ -75,86 +61,68 @@ slot_names_of(rbc_slots_state *sl, PyObject *self)
     return names;
 }
 
-/* The value of slot `name`, a new reference; NULL without an exception
- * when the slot is empty. */
+/* [(name, value), ...] for each slot of `self` that holds a value: a new
+ * list that no other code can reach, so its items stay put whatever the
+ * code run later does.  NULL without an exception when no class declared
+ * __slots__. */
 static PyObject *
-slot_value(PyObject *self, PyObject *name)
+slot_items(rbc_slots_state *sl, PyObject *self)
 {
-    PyObject *value;
-    if (rbc_get_optional_attr(self, name, &value) < 0) {
+    PyObject *names = slot_names_of(sl, self);
+    if (names == NULL) {
         return NULL;
     }
-    return value;
+    PyObject *items = PyList_New(0);
+    for (Py_ssize_t i = 0; items != NULL && i < PyList_GET_SIZE(names); i++) {
+        /* Owned: reading the slot may run code that empties the list. */
+        PyObject *name = Py_NewRef(PyList_GET_ITEM(names, i));
+        PyObject *value;
+        int found = rbc_get_optional_attr(self, name, &value);
+        PyObject *item = found > 0 ? PyTuple_Pack(2, name, value) : NULL;
+        Py_DECREF(name);
+        Py_XDECREF(value);
+        if (found < 0 || (found > 0 && (item == NULL || PyList_Append(items, item) < 0))) {
+            Py_CLEAR(items);
+        }
+        Py_XDECREF(item);
+    }
+    Py_DECREF(names);
+    return items;
 }
 
 int
 rbc_slots_to_state(rbc_slots_state *sl, PyObject *self, PyObject *state)
 {
-    PyObject *names = slot_names_of(sl, self);
-    if (names == NULL) {
+    PyObject *items = slot_items(sl, self);
+    if (items == NULL) {
         return PyErr_Occurred() ? -1 : 0;
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
-        /* Owned: reading the slot may run code that empties the list. */
-        PyObject *name = Py_NewRef(PyList_GET_ITEM(names, i));
-        PyObject *value = slot_value(self, name);
-        if (value == NULL) {
-            Py_DECREF(name);
-            if (PyErr_Occurred()) {
-                goto error;
-            }
-            continue;
-        }
-        int status = PyDict_SetItem(state, name, value);
-        Py_DECREF(name);
-        Py_DECREF(value);
-        if (status < 0) {
-            goto error;
-        }
+    int status = 0;
+    for (Py_ssize_t i = 0; status == 0 && i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        status = PyDict_SetItem(state, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1));
     }
-    Py_DECREF(names);
-    return 0;
-error:
-    Py_DECREF(names);
-    return -1;
+    Py_DECREF(items);
+    return status;
 }
 
 int
-rbc_slots_copy(rbc_slots_state *sl, PyObject *self, PyObject *copy, PyObject *memo)
+rbc_slots_copy(rbc_state *st, PyObject *self, PyObject *copy, PyObject *memo)
 {
-    PyObject *names = slot_names_of(sl, self);
-    if (names == NULL) {
+    PyObject *items = slot_items(&st->slots, self);
+    if (items == NULL) {
         return PyErr_Occurred() ? -1 : 0;
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
-        /* Owned: reading and deep-copying the slot may run code that
-         * empties the list. */
-        PyObject *name = Py_NewRef(PyList_GET_ITEM(names, i));
-        PyObject *value = slot_value(self, name);
-        if (value == NULL) {
-            Py_DECREF(name);
-            if (PyErr_Occurred()) {
-                goto error;
-            }
-            continue;
-        }
-        if (memo != NULL) {
-            Py_SETREF(value, PyObject_CallFunctionObjArgs(sl->deepcopy, value, memo, NULL));
-            if (value == NULL) {
-                Py_DECREF(name);
-                goto error;
-            }
-        }
-        int status = PyObject_SetAttr(copy, name, value);
-        Py_DECREF(name);
-        Py_DECREF(value);
-        if (status < 0) {
-            goto error;
-        }
+    int status = 0;
+    for (Py_ssize_t i = 0; status == 0 && i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        PyObject *value = PyTuple_GET_ITEM(item, 1);
+        value = memo == NULL
+                    ? Py_NewRef(value)
+                    : PyObject_CallFunctionObjArgs(st->common.copy_deepcopy, value, memo, NULL);
+        status = value == NULL ? -1 : PyObject_SetAttr(copy, PyTuple_GET_ITEM(item, 0), value);
+        Py_XDECREF(value);
     }
-    Py_DECREF(names);
-    return 0;
-error:
-    Py_DECREF(names);
-    return -1;
+    Py_DECREF(items);
+    return status;
 }

@@ -14,11 +14,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-typedef struct {
-    PyObject *str_slots; /* interned "__slots__" */
-    PyObject *slotnames; /* copyreg._slotnames */
-    PyObject *deepcopy;  /* copy.deepcopy */
-} rbc_slots_state;
+#include "state.h"
 
 int rbc_slots_init(rbc_slots_state *sl);
 int rbc_slots_traverse(rbc_slots_state *sl, visitproc visit, void *arg);
@@ -30,6 +26,6 @@ int rbc_slots_to_state(rbc_slots_state *sl, PyObject *self, PyObject *state);
 
 /* Set on `copy` each slot of `self` that holds a value: the value itself
  * (memo NULL, copy.copy) or copy.deepcopy(value, memo).  0, or -1. */
-int rbc_slots_copy(rbc_slots_state *sl, PyObject *self, PyObject *copy, PyObject *memo);
+int rbc_slots_copy(rbc_state *st, PyObject *self, PyObject *copy, PyObject *memo);
 
 #endif

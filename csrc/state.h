@@ -1,9 +1,13 @@
-/* Per-module state shared by every C file of the extension.
+/* The extension's per-module state: the ground layer, data only.
  *
  * There are no mutable C globals: everything that outlives one call lives
  * here, reached from a heap type through PyType_GetModuleState() or from
- * the module through PyModule_GetState().  Each concern owns its own
- * sub-struct, declared in its own header, with its own traverse/clear.
+ * the module through PyModule_GetState().  Each concern owns one
+ * sub-struct, declared below and nowhere else, and fills, traverses and
+ * clears it in its own file (module.c calls them in layer order: see
+ * docs/architecture.md).  This file names no function of any concern, so
+ * every file can include it and the dependencies between the concerns
+ * point one way (scripts/check_layers.py checks that).
  *
  * Error exits, in every C file: a function that owns more than one
  * reference leaves on failure through one `error:` label at its end, which
@@ -35,13 +39,162 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdint.h>
+
 #include "compat.h"
-#include "random_source.h"
-#include "strategies.h"
-#include "retry.h"
-#include "async_retry.h"
-#include "extras.h"
-#include "slots.h"
+
+/* ---- random source (random_source.c) ----------------------------------- */
+
+typedef struct {
+    int use_fast; /* 0: random module, 1: xoshiro256** */
+    uint64_t xoshiro[4];
+    PyObject *module_dict;      /* random.__dict__ */
+    PyObject *instance;         /* random._inst, the module's generator */
+    PyObject *uniform_function; /* Random.uniform, the plain function */
+    PyObject *instance_random;  /* random._inst.random, a bound C method */
+    PyObject *str_uniform;
+    PyObject *str_random;
+} rbc_random_state;
+
+/* ---- strategies (strategies.c): the seven kinds, in redis.backoff's order --- */
+
+enum {
+    RBC_CONSTANT = 0,
+    RBC_NO_BACKOFF,
+    RBC_EXPONENTIAL,
+    RBC_FULL_JITTER,
+    RBC_EQUAL_JITTER,
+    RBC_DECORRELATED_JITTER,
+    RBC_EXPONENTIAL_WITH_JITTER,
+    RBC_STRATEGY_COUNT
+};
+
+typedef struct {
+    PyTypeObject *types[RBC_STRATEGY_COUNT];
+    /* redis-py's classes: __eq__ accepts their instances, as theirs accept ours. */
+    PyObject *redis_classes[RBC_STRATEGY_COUNT];
+    PyObject *abstract_backoff; /* redis.backoff.AbstractBackoff */
+    PyObject *default_cap;      /* 0.512 */
+    PyObject *default_base;     /* 0.008 */
+    PyObject *int_two;
+    PyObject *int_three;
+    PyTypeObject *fraction_type; /* fractions.Fraction */
+    PyObject *str_cap;           /* interned "_cap", "_base", ... */
+    PyObject *str_base;
+    PyObject *str_previous_backoff;
+    /* 1 when the installed redis.backoff has _exponential (redis-py 8.2):
+     * the exponential strategies then follow math.ldexp, else
+     * base * 2**failures.  Set once, when the module is executed. */
+    int ldexp_rule;
+    PyObject *str_compute; /* interned "compute" and "reset" */
+    PyObject *str_reset;
+    /* Each type's own compute and reset as created, and the version tag its
+     * class had when they were last seen still in place (0: not seen). */
+    PyObject *genuine_compute[RBC_STRATEGY_COUNT];
+    PyObject *genuine_reset[RBC_STRATEGY_COUNT];
+    unsigned int genuine_version_tags[RBC_STRATEGY_COUNT];
+} rbc_strategies_state;
+
+/* ---- extras (extras.c) ------------------------------------------------- */
+
+/* The counters of RetryStats, in snapshot() order. */
+typedef enum {
+    RBC_STAT_CALLS,
+    RBC_STAT_ATTEMPTS,
+    RBC_STAT_SUCCESSES,
+    RBC_STAT_FAILED_ATTEMPTS,
+    RBC_STAT_RETRIES,
+    RBC_STAT_GIVE_UPS_EXHAUSTED,
+    RBC_STAT_GIVE_UPS_NOT_RETRYABLE,
+    RBC_STAT_GIVE_UPS_DEADLINE,
+    RBC_STAT_GIVE_UPS_BUDGET,
+    RBC_STAT_UNHANDLED,
+    RBC_STAT_COUNT
+} rbc_stat;
+
+typedef struct {
+    PyTypeObject *Budget_type;
+    PyTypeObject *Stats_type;
+    PyObject *stat_names[RBC_STAT_COUNT]; /* interned snapshot() keys */
+    PyObject *str_slept_seconds;
+    PyObject *str_deadline;
+    PyObject *str_budget;
+    PyObject *str_stats;
+} rbc_extras_state;
+
+/* ---- __slots__ in copies (slots.c) ------------------------------------- */
+
+typedef struct {
+    PyObject *str_slots; /* interned "__slots__" */
+    PyObject *slotnames; /* copyreg._slotnames */
+} rbc_slots_state;
+
+/* ---- the retry core (retry_core.c), for both Retry types --------------- */
+
+/* What distinguishes the sync Retry from the asyncio one. */
+typedef struct {
+    PyTypeObject *type;           /* our C type (the state's one reference to it) */
+    PyObject *family;             /* redis.retry.Retry or redis.asyncio.retry.Retry */
+    PyObject *default_errors;     /* tuple: the default supported_errors */
+    PyObject *default_errors_set; /* frozenset of it */
+    const char *name;             /* "Retry", for messages */
+} rbc_retry_flavor;
+
+/* The Retry types are flavors of one object: the sync one and the asyncio
+ * one, each made by its own file into its slot of the core's state. */
+enum { RBC_FLAVOR_SYNC,
+       RBC_FLAVOR_ASYNC,
+       RBC_FLAVOR_COUNT };
+
+typedef struct {
+    rbc_retry_flavor flavors[RBC_FLAVOR_COUNT];
+    PyObject *str_retries;
+    PyObject *str_supported_errors;
+    PyObject *str_is_retryable; /* "_is_retryable" */
+    /* How call_with_retry tests its is_retryable argument: redis-py 8.2's
+     * `is_retryable is not None` (1) or 8.0/8.1's truthiness (0).  Set
+     * once at import by redis_backoff_c.retry, from the installed
+     * redis-py's features (_set_checker_rule). */
+    char checker_not_none;
+} rbc_retry_core_state;
+
+/* ---- the sync Retry (retry.c) ------------------------------------------ */
+
+typedef struct {
+    PyObject *sleep_module_name; /* "redis_backoff_c.retry" */
+    PyObject *str_sleep;         /* "sleep" */
+} rbc_retry_state;
+
+/* ---- the asyncio Retry (async_retry.c, async_call.c) ------------------- */
+
+/* The one-item tuple reused as the args of the StopIteration that
+ * delivers a singleton result (see async_call.c): 3.12 and 3.13, where the
+ * interpreter iterates our awaitable and the tuple has no cached hash, and
+ * not where the refcount does not say who else holds it (free-threading). */
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+#define RBC_STOP_ARGS_CACHE 1
+#else
+#define RBC_STOP_ARGS_CACHE 0
+#endif
+
+/* How many finished awaitables' memory blocks are kept for reuse. */
+#define RBC_CALL_FREE_LIST_SIZE 16
+
+typedef struct {
+    PyTypeObject *Call_type;        /* the awaitable call_with_retry returns */
+    PyTypeObject *AsyncMethod_type; /* call_with_retry's descriptor type (async_method.h) */
+    PyObject *sleep_module_name;    /* "redis_backoff_c.asyncio.retry" */
+    PyObject *str_sleep;            /* "sleep" */
+    PyObject *str_throw;            /* "throw" */
+    PyObject *str_close;            /* "close" */
+    /* Memory of finished awaitables (untracked, holding no references),
+     * reused by the next call_with_retry: see async_call.c. */
+    PyObject *free_calls[RBC_CALL_FREE_LIST_SIZE];
+    int free_calls_count;
+    PyObject *stop_args; /* (singleton,) when RBC_STOP_ARGS_CACHE, else NULL */
+} rbc_async_state;
+
+/* ---- shared by every concern (module.c) ---------------------------- */
 
 /* Objects that more than one concern uses: created once, in module.c. */
 typedef struct {
@@ -49,16 +202,18 @@ typedef struct {
     PyObject *str_backoff;    /* interned "_backoff" */
     PyObject *str_dict;       /* interned "__dict__" */
     PyObject *copyreg_newobj; /* copyreg.__newobj__, for __reduce__ */
+    PyObject *copy_deepcopy;  /* copy.deepcopy */
 } rbc_common_state;
 
 typedef struct rbc_state {
     rbc_common_state common;
     rbc_random_state random;
     rbc_strategies_state strategies;
-    rbc_retry_state retry;
-    rbc_async_state async;
     rbc_extras_state extras;
     rbc_slots_state slots;
+    rbc_retry_core_state core;
+    rbc_retry_state retry;
+    rbc_async_state async;
 } rbc_state;
 
 extern PyModuleDef rbc_module_def;
@@ -90,23 +245,6 @@ rbc_state_of(PyObject *self)
         return rbc_get_state(module);
     }
     return rbc_state_from_type(Py_TYPE(self));
-}
-
-/* self._backoff.reset(), call_with_retry's first step (retry.c and both
- * asyncio designs): nothing to do for an unmodified C strategy other than
- * DecorrelatedJitterBackoff, the usual case, decided here with one type
- * compare; retry_core.c does the rest.  Here, not in retry_core.h, because
- * it reads two concerns' states and is inlined on the hot path. */
-static inline int
-rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
-{
-    if (self->backoff != NULL) {
-        int kind = rbc_genuine_strategy_kind(&st->strategies, self->backoff);
-        if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
-            return 0;
-        }
-    }
-    return rbc_retry_reset_backoff_slow(st, self);
 }
 
 #endif

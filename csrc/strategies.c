@@ -22,8 +22,10 @@
  *   C types then do exactly that (ldexp_rule below), so huge counts are
  *   capped by redis-py itself and there is nothing to improve.
  */
-#include "state.h"
+#include "strategies.h"
 #include "args.h"
+#include "random_source.h"
+#include "slots.h"
 
 #include <limits.h>
 #include <math.h>
@@ -61,18 +63,6 @@ static const char *const type_names[RBC_STRATEGY_COUNT] = {
     "DecorrelatedJitterBackoff",
     "ExponentialWithJitterBackoff",
 };
-
-/* The kind of a type that is exactly one of the seven, else -1. */
-static int
-type_kind(rbc_strategies_state *ss, PyTypeObject *type)
-{
-    for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
-        if (ss->types[kind] == type) {
-            return kind;
-        }
-    }
-    return -1;
-}
 
 /* pow() through a pointer the compiler cannot see through, so that no
  * optimiser rewrites pow(2.0, x) as exp2(x): Python's float ** calls the C
@@ -856,11 +846,19 @@ rbc_strategy_compute(rbc_state *st, PyObject *backoff, int kind, PyObject *failu
     return NULL;
 }
 
+/* DecorrelatedJitterBackoff's reset(): _previous_backoff = 0 (the small
+ * int, which PyLong_FromLong never fails to give). */
+static void
+decorrelated_restart(PyObject *self)
+{
+    Py_SETREF(DECORRELATED(self)->previous, PyLong_FromLong(0));
+}
+
 void
 rbc_strategy_reset(rbc_state *st, PyObject *backoff, int kind)
 {
     if (kind == RBC_DECORRELATED_JITTER) {
-        Py_SETREF(DECORRELATED(backoff)->previous, Py_NewRef(st->common.int_zero));
+        decorrelated_restart(backoff);
     }
 }
 
@@ -998,7 +996,7 @@ noop_reset(PyObject *self, PyObject *unused)
 static PyObject *
 decorrelated_reset(PyObject *self, PyObject *unused)
 {
-    Py_SETREF(DECORRELATED(self)->previous, PyLong_FromLong(0));
+    decorrelated_restart(self);
     Py_RETURN_NONE;
 }
 
@@ -1071,7 +1069,7 @@ capped_init(PyObject *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     if (PyObject_TypeCheck(self, st->strategies.types[RBC_DECORRELATED_JITTER])) {
-        Py_SETREF(DECORRELATED(self)->previous, Py_NewRef(st->common.int_zero));
+        decorrelated_restart(self);
     }
     return 0;
 }
@@ -1328,37 +1326,6 @@ static PyGetSetDef constant_getset[] = {
 /* ---------------------------------------------------------------------- */
 /* ==, hash, repr                                                          */
 
-/* Python's tuple hash (xxHash-based, CPython 3.8 and later) over hashes
- * already computed: hash((a, b, ...)) without building the tuple.  Shared
- * with retry_core.c (hash((backoff, retries, frozenset(errors)))). */
-#if SIZEOF_PY_UHASH_T > 4
-#define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
-#define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
-#define XXPRIME_5 ((Py_uhash_t)2870177450012600261ULL)
-#define XXROTATE(x) ((x << 31) | (x >> 33))
-#else
-#define XXPRIME_1 ((Py_uhash_t)2654435761UL)
-#define XXPRIME_2 ((Py_uhash_t)2246822519UL)
-#define XXPRIME_5 ((Py_uhash_t)374761393UL)
-#define XXROTATE(x) ((x << 13) | (x >> 19))
-#endif
-
-Py_hash_t
-rbc_combine_hashes(const Py_hash_t *lanes, Py_ssize_t count)
-{
-    Py_uhash_t acc = XXPRIME_5;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        acc += (Py_uhash_t)lanes[i] * XXPRIME_2;
-        acc = XXROTATE(acc);
-        acc *= XXPRIME_1;
-    }
-    acc += (Py_uhash_t)count ^ (XXPRIME_5 ^ 3527539UL);
-    if (acc == (Py_uhash_t)-1) {
-        return 1546275796;
-    }
-    return (Py_hash_t)acc;
-}
-
 /* hash(tuple(items)) for one or two items. */
 static Py_hash_t
 tuple_hash(PyObject *const *items, Py_ssize_t count)
@@ -1466,7 +1433,7 @@ static int
 equality_kind(rbc_strategies_state *ss, PyTypeObject *type)
 {
     for (PyTypeObject *t = type; t != NULL; t = t->tp_base) {
-        int kind = type_kind(ss, t);
+        int kind = rbc_strategy_type_kind(ss, t);
         if (kind >= 0) {
             return kind == RBC_NO_BACKOFF ? RBC_CONSTANT : kind;
         }
@@ -1847,12 +1814,7 @@ import_redis_classes(rbc_strategies_state *ss)
 static int
 init_constants(rbc_strategies_state *ss)
 {
-    PyObject *fractions = PyImport_ImportModule("fractions");
-    if (fractions == NULL) {
-        return -1;
-    }
-    ss->fraction_type = (PyTypeObject *)PyObject_GetAttrString(fractions, "Fraction");
-    Py_DECREF(fractions);
+    ss->fraction_type = (PyTypeObject *)rbc_import_attr("fractions", "Fraction");
     if (ss->fraction_type == NULL) {
         return -1;
     }
@@ -1885,7 +1847,7 @@ init_constants(rbc_strategies_state *ss)
 static PyObject *
 own_method(rbc_strategies_state *ss, PyTypeObject *type, PyObject *name)
 {
-    for (; type != NULL && type_kind(ss, type) >= 0; type = type->tp_base) {
+    for (; type != NULL && rbc_strategy_type_kind(ss, type) >= 0; type = type->tp_base) {
         PyObject *found = PyDict_GetItemWithError(type->tp_dict, name);
         if (found != NULL || PyErr_Occurred()) {
             return found;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Lint and type checks: ruff (Python style), clang-format (C style),
+# Lint and type checks: ruff (Python style), clang-format (C style), the C
+# layers (scripts/check_layers.py),
 # mypy --strict (the stubs and a sample program using them), and stubtest
 # (the stubs against the installed extension).
 #
@@ -34,6 +35,9 @@ if ! command -v clang-format >/dev/null 2>&1; then
 else
     clang-format --dry-run -Werror csrc/*.c csrc/*.h || failed+=("clang-format")
 fi
+
+say "the C layers: no dependency cycle, no layer naming a higher one (scripts/check_layers.py)"
+"$py" scripts/check_layers.py >/dev/null || failed+=("C layers")
 
 say "mypy --strict: the package, its stubs, the pytest entry module and tests/typing/sample.py"
 "$py" -m mypy --strict redis_backoff_c redis_backoff_c_pytest.py || failed+=("mypy redis_backoff_c")

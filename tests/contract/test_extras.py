@@ -688,6 +688,22 @@ def test_stats_count_every_outcome(flavor, extras):
     assert stats.snapshot() == dict.fromkeys(STAT_KEYS, 0)
 
 
+def test_extras_set_by_reset_apply_to_that_call(flavor, extras):
+    # The extras are read once reset() has returned, on the sync loop and
+    # on both asyncio designs (the coroutine design read them before).
+    stats = extras.RetryStats()
+
+    class SettingBackoff(ConstantBackoff):
+        def reset(self):
+            retry.stats = stats
+
+    retry = flavor.Retry(SettingBackoff(0), 2, (CE,))
+    assert flavor.call(retry, failing([CE("a")], then=1)) == 1
+    snapshot = stats.snapshot()
+    assert (snapshot["calls"], snapshot["attempts"], snapshot["successes"]) == (1, 2, 1)
+    assert snapshot["retries"] == 1
+
+
 def test_stats_count_a_rejection_by_the_retrys_checker(flavor, extras):
     """The Retry's own checker (redis-py 8.2's is_retryable) said no: a
     give-up counted as not retryable once fail() has returned, as the
