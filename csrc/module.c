@@ -101,6 +101,27 @@ module_free(void *module)
     (void)module_clear((PyObject *)module);
 }
 
+/* _set_release_rules(ldexp_exponential, retry_checker, /): the rules of the
+ * installed redis-py release, decided in redis_backoff_c/_rules.py and
+ * handed over once, at import, by redis_backoff_c/_impl.py. */
+static PyObject *
+set_release_rules(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "_set_release_rules() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int ldexp = PyObject_IsTrue(args[0]);
+    int checker = ldexp < 0 ? -1 : PyObject_IsTrue(args[1]);
+    if (checker < 0) {
+        return NULL;
+    }
+    rbc_state *st = rbc_get_state(module);
+    st->strategies.ldexp_rule = ldexp;
+    st->core.checker_not_none = (char)checker;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"set_random_source", (PyCFunction)(void (*)(void))rbc_set_random_source,
      METH_FASTCALL | METH_KEYWORDS,
@@ -111,7 +132,11 @@ static PyMethodDef module_methods[] = {
     {"get_random_source", rbc_get_random_source, METH_NOARGS,
      "get_random_source()\n--\n\nThe name of the active random source: 'python' or 'fast'."},
     RBC_ASYNC_CORO_METHODS,
-    RBC_RETRY_MODULE_METHODS,
+    {"_set_release_rules", (PyCFunction)(void (*)(void))set_release_rules, METH_FASTCALL,
+     "_set_release_rules(ldexp_exponential, retry_checker, /)\n--\n\n"
+     "The installed redis-py's rules (redis_backoff_c._rules): 8.2's math.ldexp\n"
+     "exponential and `is_retryable is not None` test when true, 8.0/8.1's\n"
+     "rules when false.  Private: set once, at import."},
     {NULL, NULL, 0, NULL},
 };
 

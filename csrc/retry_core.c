@@ -16,7 +16,7 @@ rbc_retry_core_init(rbc_retry_core_state *cs)
     cs->str_retries = PyUnicode_InternFromString("_retries");
     cs->str_supported_errors = PyUnicode_InternFromString("_supported_errors");
     cs->str_is_retryable = PyUnicode_InternFromString("_is_retryable");
-    cs->checker_not_none = 0; /* until redis_backoff_c.retry says 8.2 */
+    cs->checker_not_none = 0; /* until redis_backoff_c._impl hands the rules over */
     return cs->str_retries && cs->str_supported_errors && cs->str_is_retryable ? 0 : -1;
 }
 
@@ -1421,18 +1421,4 @@ rbc_retry_next_delay(rbc_state *st, rbc_retry_object *self, PyObject *failures,
         return NULL;
     }
     return delay;
-}
-
-/* ---------------------------------------------------------------------- */
-/* The installed redis-py's rule                                           */
-
-PyObject *
-rbc_retry_set_checker_rule(PyObject *module, PyObject *is_not_none)
-{
-    int flag = PyObject_IsTrue(is_not_none);
-    if (flag < 0) {
-        return NULL;
-    }
-    core_of(rbc_get_state(module))->checker_not_none = (char)flag;
-    Py_RETURN_NONE;
 }

@@ -306,18 +306,4 @@ int rbc_retry_exhausted(rbc_retry_object *self, long long failures);
 PyObject *rbc_retry_next_delay(rbc_state *st, rbc_retry_object *self,
                                PyObject *failures, int *should_sleep);
 
-/* _set_checker_rule(is_not_none, /): which test call_with_retry applies
- * to its is_retryable argument (see checker_not_none), for the module's
- * method table (RBC_RETRY_MODULE_METHODS). */
-PyObject *rbc_retry_set_checker_rule(PyObject *module, PyObject *is_not_none);
-
-/* clang-format off */
-#define RBC_RETRY_MODULE_METHODS                                                  \
-    {"_set_checker_rule", rbc_retry_set_checker_rule, METH_O,                     \
-     "_set_checker_rule(is_not_none, /)\n--\n\n"                                \
-     "How call_with_retry tests its is_retryable argument: True for redis-py\n"  \
-     "8.2's `is not None`, False for 8.0/8.1's truthiness (private: set at\n"    \
-     "import from the installed redis-py)."}
-/* clang-format on */
-
 #endif /* RBC_RETRY_CORE_H */

@@ -82,9 +82,9 @@ typedef struct {
     PyObject *str_cap;           /* interned "_cap", "_base", ... */
     PyObject *str_base;
     PyObject *str_previous_backoff;
-    /* 1 when the installed redis.backoff has _exponential (redis-py 8.2):
-     * the exponential strategies then follow math.ldexp, else
-     * base * 2**failures.  Set once, when the module is executed. */
+    /* redis_backoff_c._rules.LDEXP_EXPONENTIAL (module.c's
+     * _set_release_rules): 1 for redis-py 8.2's math.ldexp, 0 for
+     * base * 2**failures in Python's numbers. */
     int ldexp_rule;
     PyObject *str_compute; /* interned "compute" and "reset" */
     PyObject *str_reset;
@@ -151,10 +151,9 @@ typedef struct {
     PyObject *str_retries;
     PyObject *str_supported_errors;
     PyObject *str_is_retryable; /* "_is_retryable" */
-    /* How call_with_retry tests its is_retryable argument: redis-py 8.2's
-     * `is_retryable is not None` (1) or 8.0/8.1's truthiness (0).  Set
-     * once at import by redis_backoff_c.retry, from the installed
-     * redis-py's features (_set_checker_rule). */
+    /* How call_with_retry tests its is_retryable argument:
+     * redis_backoff_c._rules.RETRY_CHECKER (module.c's _set_release_rules):
+     * 1 for redis-py 8.2's `is not None`, 0 for 8.0/8.1's truth. */
     char checker_not_none;
 } rbc_retry_core_state;
 

@@ -1767,27 +1767,6 @@ static PyType_Spec specs[RBC_STRATEGY_COUNT] = {
 /* ---------------------------------------------------------------------- */
 /* Module state                                                            */
 
-/* Which exponential rule the installed redis-py follows: redis-py 8.2
- * added redis.backoff._exponential (math.ldexp), 8.0 and 8.1 have none.
- * The feature is detected, not the version.  The module exposes the choice
- * as _EXPONENTIAL_RULE ("ldexp" or "power") for tests and bug reports. */
-static int
-detect_exponential_rule(rbc_strategies_state *ss, PyObject *redis_backoff)
-{
-    PyObject *name = PyUnicode_FromString("_exponential"), *function;
-    if (name == NULL) {
-        return -1;
-    }
-    int found = rbc_get_optional_attr(redis_backoff, name, &function);
-    Py_DECREF(name);
-    if (found < 0) {
-        return -1;
-    }
-    Py_XDECREF(function);
-    ss->ldexp_rule = found;
-    return 0;
-}
-
 static int
 import_redis_classes(rbc_strategies_state *ss)
 {
@@ -1803,9 +1782,6 @@ import_redis_classes(rbc_strategies_state *ss)
     if (status == 0) {
         ss->abstract_backoff = PyObject_GetAttrString(redis_backoff, "AbstractBackoff");
         status = ss->abstract_backoff == NULL ? -1 : 0;
-    }
-    if (status == 0) {
-        status = detect_exponential_rule(ss, redis_backoff);
     }
     Py_DECREF(redis_backoff);
     return status;
@@ -1929,10 +1905,7 @@ rbc_strategies_init(rbc_state *st, PyObject *module)
         }
     }
     if (PyModule_AddObjectRef(module, "DEFAULT_CAP", ss->default_cap) < 0
-        || PyModule_AddObjectRef(module, "DEFAULT_BASE", ss->default_base) < 0
-        || PyModule_AddStringConstant(module, "_EXPONENTIAL_RULE",
-                                      ss->ldexp_rule ? "ldexp" : "power")
-               < 0) {
+        || PyModule_AddObjectRef(module, "DEFAULT_BASE", ss->default_base) < 0) {
         return -1;
     }
     return 0;

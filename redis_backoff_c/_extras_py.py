@@ -63,6 +63,8 @@ import redis.exceptions
 import redis.retry
 from redis.backoff import AbstractBackoff
 
+from redis_backoff_c._rules import RETRY_CHECKER
+
 __all__ = ["AsyncRetry", "Retry", "RetryBudget", "RetryStats"]
 
 _T = TypeVar("_T")
@@ -81,9 +83,8 @@ STAT_NAMES: Final = (
     "unhandled_errors",
 )
 
-# redis-py 8.2 gave Retry its own checker and made call_with_retry test its
-# is_retryable argument with `is not None` (8.0, 8.1: its truth).
-_CHECKER_NOT_NONE: Final = hasattr(redis.retry.AbstractRetry, "is_retryable")
+# How call_with_retry tests its is_retryable argument: redis_backoff_c._rules.
+_CHECKER_NOT_NONE: Final = RETRY_CHECKER
 
 
 # --- Arguments, checked as csrc/args.c checks them ------------------------

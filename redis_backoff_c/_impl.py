@@ -90,6 +90,9 @@ def _load() -> tuple[ModuleType | None, str | None]:
         if not _has_extension_file(os.path.dirname(os.path.abspath(__file__))):
             return None, _missing_extension_reason()
         return None, f"the C extension could not be imported: {error}"
+    from redis_backoff_c import _rules
+
+    _speedups._set_release_rules(_rules.LDEXP_EXPONENTIAL, _rules.RETRY_CHECKER)
     return _speedups, None
 
 

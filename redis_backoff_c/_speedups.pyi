@@ -5,7 +5,7 @@
 # so isinstance() holds and redis-py's own signatures, which take
 # redis.backoff.AbstractBackoff, accept these objects in a type checker too.
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any, Final, Literal, TypedDict, TypeVar, final
+from typing import Any, Final, TypedDict, TypeVar, final
 
 import redis.asyncio.retry
 import redis.backoff
@@ -16,7 +16,6 @@ DEFAULT_CAP: Final = 0.512
 DEFAULT_BASE: Final = 0.008
 # The installed redis-py's exponential rule, detected when the module is
 # executed: "ldexp" (redis-py 8.2's _exponential) or "power" (base * 2**failures).
-_EXPONENTIAL_RULE: Final[Literal["ldexp", "power"]]
 
 @disjoint_base
 class ConstantBackoff(redis.backoff.ConstantBackoff):
@@ -249,7 +248,6 @@ def _async_caught(
     /,
 ) -> Coroutine[Any, Any, Any]: ...
 
-# Which test call_with_retry applies to its is_retryable argument: redis-py
-# 8.2's `is not None` (True) or 8.0/8.1's truth (False); set at import by
-# redis_backoff_c.retry; private.
-def _set_checker_rule(is_not_none: bool, /) -> None: ...
+# The installed redis-py's rules (redis_backoff_c._rules), handed over once
+# by redis_backoff_c._impl right after import; private.
+def _set_release_rules(ldexp_exponential: bool, retry_checker: bool, /) -> None: ...

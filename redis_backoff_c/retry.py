@@ -14,7 +14,8 @@ Ctrl-C interrupts it.  While ``redis_backoff_c.patch()`` is active it is
 that patches redis-py's name then reaches the C Retry too.
 
 ``call_with_retry``'s ``is_retryable`` argument is tested as the installed
-redis-py tests it: ``is not None`` from redis-py 8.2 on, its truth before.
+redis-py tests it: ``is not None`` from redis-py 8.2 on, its truth before
+(``redis_backoff_c._rules``).
 """
 
 from time import sleep
@@ -27,12 +28,6 @@ if speedups is not None:
     from redis_backoff_c._speedups import Retry
 
     _redis_retry.Retry.register(Retry)
-    # redis-py 8.2 gave Retry its own checker (the is_retryable property)
-    # and, with it, changed how call_with_retry tests its is_retryable
-    # argument: `is not None` where 8.0 and 8.1 test its truth.  Both C
-    # Retry types follow the installed release; the Retry's own checker is
-    # accepted and applied whatever the release.
-    speedups._set_checker_rule(hasattr(_redis_retry.AbstractRetry, "is_retryable"))
 else:
     from redis_backoff_c._extras_py import Retry  # type: ignore[assignment]
 

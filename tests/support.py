@@ -8,12 +8,13 @@ from types import SimpleNamespace
 import redis.backoff
 import redis.retry
 
-# redis-py 8.2 gave Retry its own `is_retryable` checker (and made
-# call_with_retry test its is_retryable argument with `is not None`).  On
-# 8.0 and 8.1 the redis-py side has no checker to compare ours with: tests
-# of the checker then check the C side, and that redis-py indeed has none
-# (side_without_checker).
-REDIS_PY_HAS_CHECKER = hasattr(redis.retry.AbstractRetry, "is_retryable")
+from redis_backoff_c import _rules
+
+# The installed redis-py's rules, as the package decided them
+# (redis_backoff_c._rules).  Without the checker (redis-py 8.0, 8.1) the
+# redis-py side has none to compare ours with: tests of the checker then
+# check the C side, and that redis-py indeed has none (side_without_checker).
+REDIS_PY_HAS_CHECKER = _rules.RETRY_CHECKER
 
 
 def _load(side):
@@ -87,12 +88,9 @@ def patch_sleep(impl, monkeypatch, record=None):
     return record
 
 
-# redis-py 8.2 computes the exponential strategies' base * 2**failures as
-# redis.backoff._exponential(base, failures): math.ldexp, math.inf where it
-# overflows (so any int count gives a value, and a float count is a
-# TypeError).  8.0 and 8.1 compute base * 2**failures with Python numbers.
-# The C types follow whichever is installed.
-LDEXP_RULE = hasattr(redis.backoff, "_exponential")
+# redis-py 8.2's math.ldexp exponential, or 8.0/8.1's base * 2**failures
+# in Python's numbers (redis_backoff_c._rules).
+LDEXP_RULE = _rules.LDEXP_EXPONENTIAL
 
 
 def exponential(x, failures):

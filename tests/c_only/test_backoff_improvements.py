@@ -21,7 +21,7 @@ import redis.backoff
 from support import LDEXP_RULE
 
 import redis_backoff_c.backoff as backoff
-from redis_backoff_c import _speedups
+from redis_backoff_c import _rules, _speedups
 
 JITTERED_WITH_COUNT = ["FullJitterBackoff", "EqualJitterBackoff", "ExponentialWithJitterBackoff"]
 USES_FAILURES = ["ExponentialBackoff"] + JITTERED_WITH_COUNT
@@ -29,9 +29,11 @@ HUGE = [1024, 1025, 5000, 2**63, 10**30, 10**400, 1024.0, 1e300]
 
 
 def test_the_rule_follows_the_installed_redis_py():
-    # Detected once, at import, from the feature (not the version).
-    rule = _speedups._EXPONENTIAL_RULE
-    assert rule == ("ldexp" if hasattr(redis.backoff, "_exponential") else "power")
+    # Decided once, at import, from the feature (not the version), in
+    # redis_backoff_c._rules, and followed by the C types.
+    assert _rules.LDEXP_EXPONENTIAL == hasattr(redis.backoff, "_exponential")
+    delay = _speedups.ExponentialBackoff(cap=10**6, base=1).compute(3)
+    assert type(delay) is (float if _rules.LDEXP_EXPONENTIAL else int)
 
 
 def test_redis_py_overflows_before_8_2():

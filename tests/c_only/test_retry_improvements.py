@@ -12,7 +12,7 @@ import socket
 
 import pytest
 import redis.exceptions
-from support import REDIS_PY_HAS_CHECKER
+from support import LDEXP_RULE, REDIS_PY_HAS_CHECKER
 
 import redis_backoff_c._speedups as speedups
 import redis_backoff_c.retry as retry_module
@@ -231,13 +231,13 @@ def test_both_rules_for_the_calls_is_retryable(c_impl, backoff, flavor, monkeypa
 
     monkeypatch.setattr(retry_module, "sleep", lambda delay: None)
     try:
-        speedups._set_checker_rule(True)
+        speedups._set_release_rules(LDEXP_RULE, True)
         checker = Falsy()
         assert (outcome(checker), checker.calls) == (1, 1)
-        speedups._set_checker_rule(False)
+        speedups._set_release_rules(LDEXP_RULE, False)
         checker = Falsy()
         assert (outcome(checker), checker.calls) == (3, 0)
     finally:
-        speedups._set_checker_rule(REDIS_PY_HAS_CHECKER)
+        speedups._set_release_rules(LDEXP_RULE, REDIS_PY_HAS_CHECKER)
     checker = Falsy()
     assert outcome(checker) == (1 if REDIS_PY_HAS_CHECKER else 3)
