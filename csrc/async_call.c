@@ -251,7 +251,7 @@ after_do_error(call_object *self, PyObject **value)
         return raise_error(self, error); /* foreign errors, KeyboardInterrupt: untouched */
     }
     PyObject *previous = rbc_exc_begin_handling(error);
-    int go_on = rbc_retry_own_verdict(retry, error);
+    int go_on = rbc_retry_own_checker_allows(retry, error);
     if (go_on == 0) {
         /* Rejected by the Retry's checker: fail is awaited, with the
          * count it would have had, then the error raised (run()). */
@@ -261,7 +261,7 @@ after_do_error(call_object *self, PyObject **value)
         return outcome;
     }
     if (go_on > 0) {
-        go_on = rbc_retry_check_retryable(call_state(self), retry, self->is_retryable, error);
+        go_on = rbc_retry_call_checker_allows(call_state(self), retry, self->is_retryable, error);
     }
     if (go_on <= 0) {
         rbc_exc_end_handling(previous);

@@ -38,7 +38,7 @@ rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         || rbc_retry_check_callable(args[2], "fail") < 0) {
         return NULL;
     }
-    /* The usual case (an unmodified C strategy) costs one type compare. */
+    /* The usual case (an unpatched C strategy) costs one type compare. */
     if (rbc_retry_reset_backoff(st, retry) < 0) {
         return NULL;
     }

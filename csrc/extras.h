@@ -164,9 +164,9 @@ rbc_extras_attempt_failed(rbc_retry_extras *extras, int caught)
     }
 }
 
-/* Called when a checker gave up on the error: rbc_retry_check_retryable
+/* Called when a checker gave up on the error: rbc_retry_call_checker_allows
  * when the call's is_retryable said no; the loops, after fail(), when the
- * Retry's own checker (rbc_retry_own_verdict) said no. */
+ * Retry's own checker (rbc_retry_own_checker_allows) said no. */
 static inline void
 rbc_extras_gave_up_not_retryable(rbc_retry_extras *extras)
 {

@@ -18,11 +18,11 @@ xoshiro_seed(uint64_t s[4], uint64_t seed)
 
 /* ---- the random module ---- */
 
-/* random._inst, Random.uniform (a plain function when it is the genuine one)
- * and random._inst.random (a bound C method when genuine), taken from the
+/* random._inst, Random.uniform (a plain function when it is the unpatched one)
+ * and random._inst.random (a bound C method when unpatched), taken from the
  * instance and its class, not from the module's attributes. */
 static int
-capture_genuine_methods(rbc_random_state *rs, PyObject *random_module)
+capture_unpatched_methods(rbc_random_state *rs, PyObject *random_module)
 {
     rs->instance = PyObject_GetAttrString(random_module, "_inst");
     if (rs->instance == NULL) {
@@ -67,7 +67,7 @@ rbc_random_init(rbc_state *st, PyObject *module)
         return -1;
     }
     rs->module_dict = Py_NewRef(PyModule_GetDict(random_module));
-    int status = capture_genuine_methods(rs, random_module);
+    int status = capture_unpatched_methods(rs, random_module);
     Py_DECREF(random_module);
     return status;
 }
@@ -96,7 +96,7 @@ rbc_random_clear(rbc_random_state *rs)
 /* Whether `uniform` is Random.uniform bound to random._inst: what the
  * module holds until someone replaces random.uniform. */
 static int
-is_genuine_uniform(rbc_random_state *rs, PyObject *uniform)
+is_unpatched_uniform(rbc_random_state *rs, PyObject *uniform)
 {
     return rs->uniform_function != NULL && PyMethod_Check(uniform)
            && PyMethod_GET_FUNCTION(uniform) == rs->uniform_function
@@ -106,14 +106,14 @@ is_genuine_uniform(rbc_random_state *rs, PyObject *uniform)
 /* Whether `random` is the C random() bound to random._inst: what the module
  * holds until someone replaces random.random. */
 static int
-is_genuine_random(rbc_random_state *rs, PyObject *random)
+is_unpatched_random(rbc_random_state *rs, PyObject *random)
 {
     return rs->instance_random != NULL && PyCFunction_Check(random)
            && PyCFunction_GET_SELF(random) == rs->instance
            && PyCFunction_GET_FUNCTION(random) == PyCFunction_GET_FUNCTION(rs->instance_random);
 }
 
-/* random._inst.random(): what the genuine uniform calls as self.random(). */
+/* random._inst.random(): what the unpatched uniform calls as self.random(). */
 static int
 call_instance_random(rbc_random_state *rs, double *out)
 {
@@ -131,7 +131,7 @@ rbc_random_uniform_python(rbc_random_state *rs, double a, double b, double *out)
 {
     double r;
     PyObject *uniform = PyDict_GetItemWithError(rs->module_dict, rs->str_uniform);
-    if (uniform == NULL || rs->instance_random == NULL || !is_genuine_uniform(rs, uniform)) {
+    if (uniform == NULL || rs->instance_random == NULL || !is_unpatched_uniform(rs, uniform)) {
         return PyErr_Occurred() ? -1 : 1;
     }
     if (call_instance_random(rs, &r) < 0) {
@@ -172,7 +172,7 @@ rbc_random_random_python(rbc_random_state *rs, double *out, PyObject **result)
         }
         return -1;
     }
-    if (is_genuine_random(rs, random)) {
+    if (is_unpatched_random(rs, random)) {
         return call_instance_random(rs, out);
     }
     Py_INCREF(random);

@@ -3,11 +3,11 @@
  * "python" (the default) draws from the random module's global generator,
  * exactly as redis-py does: random.uniform(a, b) and random.random(), looked
  * up on the module at every draw so that random.seed() and monkeypatching
- * take effect.  While random.uniform is the genuine one (Random.uniform
+ * take effect.  While random.uniform is the unpatched one (Random.uniform
  * bound to the module's hidden instance, random._inst), its formula
  * a + (b - a) * self.random() is computed here to save a Python-level
- * call, with the instance's own random(), as the genuine uniform does.
- * "Genuine" is decided from the instance, never from what the module held
+ * call, with the instance's own random(), as the unpatched uniform does.
+ * "Unpatched" is decided from the instance, never from what the module held
  * when this extension was first imported: a test may have mocked
  * random.random or random.uniform at that moment.
  *

@@ -83,11 +83,11 @@ static int
 handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyObject *error,
              long long *failures)
 {
-    int own = rbc_retry_own_verdict(self, error);
+    int own = rbc_retry_own_checker_allows(self, error);
     if (own <= 0) {
         return own < 0 ? -1 : fail_rejected(self, call, error, *failures);
     }
-    int go_on = rbc_retry_check_retryable(st, self, call->is_retryable, error);
+    int go_on = rbc_retry_call_checker_allows(st, self, call->is_retryable, error);
     if (go_on <= 0) {
         return go_on;
     }

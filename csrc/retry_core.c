@@ -818,7 +818,7 @@ is_atomic_callable(PyObject *obj)
 }
 
 /* copy.deepcopy(obj, memo), without the Python call for what deepcopy
- * returns as it is and for unmodified C strategies.  `obj` is owned by the
+ * returns as it is and for exact C strategies.  `obj` is owned by the
  * caller: a field of the copy, which a memo key's __eq__ may replace. */
 static PyObject *
 deepcopy_owned_field(rbc_state *st, PyObject *obj, PyObject *memo)
@@ -835,7 +835,7 @@ deepcopy_owned_field(rbc_state *st, PyObject *obj, PyObject *memo)
     if (is_atomic_callable(obj)) {
         return Py_NewRef(obj);
     }
-    int kind = rbc_plain_strategy_kind(&st->strategies, obj);
+    int kind = rbc_exact_strategy_kind(&st->strategies, obj);
     if (kind >= 0) {
         PyObject *copy = rbc_strategy_atomic_copy(st, obj, kind);
         if (copy != NULL) {
@@ -905,7 +905,7 @@ rbc_retry_deepcopy(PyObject *self, PyObject *memo)
     rbc_retry_object *c = RETRY(copy);
     const rbc_retry_flavor *fl = flavor_of(st, self);
     int subclass = fl == NULL || Py_TYPE(self) != fl->type;
-    int may_cycle = subclass || rbc_plain_strategy_kind(&st->strategies, c->backoff) < 0
+    int may_cycle = subclass || rbc_exact_strategy_kind(&st->strategies, c->backoff) < 0
                     || (!PyLong_CheckExact(c->retries) && !PyBool_Check(c->retries))
                     || (c->is_retryable != NULL && !is_atomic_callable(c->is_retryable));
     if (memo != NULL && may_cycle) {
@@ -1300,7 +1300,7 @@ rbc_retry_reset_backoff_slow(rbc_state *st, rbc_retry_object *self)
     /* A C strategy's reset runs no Python code: the field can be borrowed,
      * and only DecorrelatedJitterBackoff has state to reset. */
     PyObject *backoff = self->backoff != NULL ? self->backoff : Py_None;
-    int kind = rbc_genuine_strategy_kind(&st->strategies, backoff);
+    int kind = rbc_unpatched_strategy_kind(&st->strategies, backoff);
     if (kind >= 0) {
         if (kind == RBC_DECORRELATED_JITTER) {
             rbc_strategy_reset(st, backoff, kind);
@@ -1327,7 +1327,7 @@ rbc_retry_catches(rbc_retry_object *self, PyObject *error)
 }
 
 int
-rbc_retry_own_verdict(rbc_retry_object *self, PyObject *error)
+rbc_retry_own_checker_allows(rbc_retry_object *self, PyObject *error)
 {
     PyObject *checker = self->is_retryable;
     if (checker == NULL) {
@@ -1345,8 +1345,8 @@ rbc_retry_own_verdict(rbc_retry_object *self, PyObject *error)
 }
 
 int
-rbc_retry_check_retryable(rbc_state *st, rbc_retry_object *self, PyObject *is_retryable,
-                          PyObject *error)
+rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self, PyObject *is_retryable,
+                              PyObject *error)
 {
     if (is_retryable == NULL || is_retryable == Py_None) {
         return 1;
@@ -1407,7 +1407,7 @@ rbc_retry_next_delay(rbc_state *st, rbc_retry_object *self, PyObject *failures,
                      int *should_sleep)
 {
     PyObject *backoff = field_or_none(self->backoff);
-    int kind = rbc_genuine_strategy_kind(&st->strategies, backoff);
+    int kind = rbc_unpatched_strategy_kind(&st->strategies, backoff);
     PyObject *delay = kind >= 0
                           ? rbc_strategy_compute(st, backoff, kind, failures)
                           : PyObject_CallMethodOneArg(backoff, st->strategies.str_compute, failures);

@@ -22,11 +22,11 @@
  *         error = rbc_exc_fetch()
  *         rbc_retry_catches(self, error)                0: re-raise untouched
  *         prev = rbc_exc_begin_handling(error)
- *         rbc_retry_own_verdict(self, error)            0: rejected, then
+ *         rbc_retry_own_checker_allows(self, error)            0: rejected, then
  *             rbc_retry_call_fail(fail, error, failures + 1, with_failure_count)
  *                                (async: its result awaited)
  *             rbc_extras_gave_up_not_retryable(self->extras); re-raise error
- *         rbc_retry_check_retryable(st, is_retryable, error) 0: re-raise error
+ *         rbc_retry_call_checker_allows(st, is_retryable, error) 0: re-raise error
  *             (it counts the give-up in the extras first)
  *         failures += 1
  *         rbc_retry_call_fail(fail, error, failures, with_failure_count)
@@ -66,7 +66,7 @@
 #include <structmember.h> /* PyMemberDef before 3.12 */
 
 #include "state.h"
-#include "strategies.h" /* rbc_genuine_strategy_kind, for rbc_retry_reset_backoff */
+#include "strategies.h" /* rbc_unpatched_strategy_kind, for rbc_retry_reset_backoff */
 
 #include "args.h" /* rbc_bind_args, for rbc_retry_bind_call */
 
@@ -148,7 +148,7 @@ PyObject *rbc_retry_update_retries(PyObject *self, PyObject *const *args, Py_ssi
 PyObject *rbc_retry_update_supported_errors(PyObject *self, PyObject *const *args,
                                             Py_ssize_t nargs, PyObject *kwnames);
 /* copy.copy: shares the fields.  copy.deepcopy: the copy gets its own
- * backoff (a direct C copy for unmodified C strategies), memo honoured. */
+ * backoff (a direct C copy for exact C strategies), memo honoured. */
 PyObject *rbc_retry_copy(PyObject *self, PyObject *unused);
 PyObject *rbc_retry_deepcopy(PyObject *self, PyObject *memo);
 /* (copyreg.__newobj__, (type,), state dict) and its __setstate__. */
@@ -216,7 +216,7 @@ rbc_retry_check_callable(PyObject *obj, const char *name)
 /* call_with_retry(do, fail, is_retryable=None, with_failure_count=False):
  * values[0..3] get borrowed references to the arguments (the defaults for
  * those not given), do and fail checked callable.  0, or -1 with
- * TypeError.  Inline, as each loop's own binding was. */
+ * TypeError.  Inline: every call_with_retry, sync and asyncio, binds here. */
 static inline int
 rbc_retry_bind_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                     PyObject *values[4])
@@ -251,12 +251,12 @@ PyObject *rbc_retry_repr(PyObject *self);
 /* ---- call_with_retry steps (see the top of this file) ---------------- */
 
 /* self._backoff.reset() when rbc_retry_reset_backoff below has not
- * settled it: a direct C call for an unmodified C strategy, else the
+ * settled it: a direct C call for an unpatched C strategy, else the
  * method. */
 int rbc_retry_reset_backoff_slow(rbc_state *st, rbc_retry_object *self);
 
 /* self._backoff.reset(), call_with_retry's first step (retry.c and both
- * asyncio designs): nothing to do for an unmodified C strategy other than
+ * asyncio designs): nothing to do for an unpatched C strategy other than
  * DecorrelatedJitterBackoff, the usual case, decided here with one type
  * compare, inline on the hot path; rbc_retry_reset_backoff_slow does the
  * rest. */
@@ -264,7 +264,7 @@ static inline int
 rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
 {
     if (self->backoff != NULL) {
-        int kind = rbc_genuine_strategy_kind(&st->strategies, self->backoff);
+        int kind = rbc_unpatched_strategy_kind(&st->strategies, self->backoff);
         if (kind >= 0 && kind != RBC_DECORRELATED_JITTER) {
             return 0;
         }
@@ -282,15 +282,15 @@ int rbc_retry_catches(rbc_retry_object *self, PyObject *error);
  * error, -1 on exception.  On 0 the caller calls fail(error) (or
  * fail(error, failures + 1)), awaits its result in asyncio, counts the
  * give-up (rbc_extras_gave_up_not_retryable) and re-raises the error. */
-int rbc_retry_own_verdict(rbc_retry_object *self, PyObject *error);
+int rbc_retry_own_checker_allows(rbc_retry_object *self, PyObject *error);
 
 /* The call's is_retryable argument: `is_retryable and not
  * is_retryable(error)` (redis-py 8.0, 8.1) or `is_retryable is not None
  * and not is_retryable(error)` (8.2: checker_not_none), negated: 1 to go
  * on, 0 to re-raise the error (a give-up counted in self's stats), -1 on
  * exception. */
-int rbc_retry_check_retryable(rbc_state *st, rbc_retry_object *self,
-                              PyObject *is_retryable, PyObject *error);
+int rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self,
+                                  PyObject *is_retryable, PyObject *error);
 
 /* fail(error, failures) when with_failure_count is true, else fail(error).
  * Returns fail's result (a new reference; the async Retry awaits it). */

@@ -90,9 +90,9 @@ typedef struct {
     PyObject *str_reset;
     /* Each type's own compute and reset as created, and the version tag its
      * class had when they were last seen still in place (0: not seen). */
-    PyObject *genuine_compute[RBC_STRATEGY_COUNT];
-    PyObject *genuine_reset[RBC_STRATEGY_COUNT];
-    unsigned int genuine_version_tags[RBC_STRATEGY_COUNT];
+    PyObject *unpatched_compute[RBC_STRATEGY_COUNT];
+    PyObject *unpatched_reset[RBC_STRATEGY_COUNT];
+    unsigned int unpatched_version_tags[RBC_STRATEGY_COUNT];
 } rbc_strategies_state;
 
 /* ---- extras (extras.c) ------------------------------------------------- */

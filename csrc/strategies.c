@@ -1841,8 +1841,8 @@ int
 rbc_strategy_revalidate(rbc_strategies_state *ss, int kind)
 {
     PyTypeObject *type = ss->types[kind];
-    if (type == NULL || own_method(ss, type, ss->str_compute) != ss->genuine_compute[kind]
-        || own_method(ss, type, ss->str_reset) != ss->genuine_reset[kind]) {
+    if (type == NULL || own_method(ss, type, ss->str_compute) != ss->unpatched_compute[kind]
+        || own_method(ss, type, ss->str_reset) != ss->unpatched_reset[kind]) {
         PyErr_Clear();
         return -1;
     }
@@ -1858,24 +1858,24 @@ rbc_strategy_revalidate(rbc_strategies_state *ss, int kind)
     }
     Py_DECREF(method);
 #endif
-    ss->genuine_version_tags[kind] = rbc_valid_version_tag(type);
+    ss->unpatched_version_tags[kind] = rbc_valid_version_tag(type);
     return kind;
 }
 
 /* Remember each type's compute and reset as created. */
 static int
-record_genuine_methods(rbc_strategies_state *ss, int kind)
+record_unpatched_methods(rbc_strategies_state *ss, int kind)
 {
     PyTypeObject *type = ss->types[kind];
-    ss->genuine_compute[kind] = Py_XNewRef(own_method(ss, type, ss->str_compute));
-    ss->genuine_reset[kind] = Py_XNewRef(own_method(ss, type, ss->str_reset));
-    if (ss->genuine_compute[kind] == NULL || ss->genuine_reset[kind] == NULL) {
+    ss->unpatched_compute[kind] = Py_XNewRef(own_method(ss, type, ss->str_compute));
+    ss->unpatched_reset[kind] = Py_XNewRef(own_method(ss, type, ss->str_reset));
+    if (ss->unpatched_compute[kind] == NULL || ss->unpatched_reset[kind] == NULL) {
         if (!PyErr_Occurred()) {
             PyErr_Format(PyExc_SystemError, "%s has no compute or reset", type_names[kind]);
         }
         return -1;
     }
-    ss->genuine_version_tags[kind] = 0;
+    ss->unpatched_version_tags[kind] = 0;
     return 0;
 }
 
@@ -1897,7 +1897,7 @@ rbc_strategies_init(rbc_state *st, PyObject *module)
         }
         type->tp_vectorcall = strategy_vectorcall;
         ss->types[kind] = type;
-        if (record_genuine_methods(ss, kind) < 0) {
+        if (record_unpatched_methods(ss, kind) < 0) {
             return -1;
         }
         if (PyModule_AddObjectRef(module, type_names[kind], (PyObject *)type) < 0) {
@@ -1917,8 +1917,8 @@ rbc_strategies_traverse(rbc_strategies_state *ss, visitproc visit, void *arg)
     for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
         Py_VISIT(ss->types[kind]);
         Py_VISIT(ss->redis_classes[kind]);
-        Py_VISIT(ss->genuine_compute[kind]);
-        Py_VISIT(ss->genuine_reset[kind]);
+        Py_VISIT(ss->unpatched_compute[kind]);
+        Py_VISIT(ss->unpatched_reset[kind]);
     }
     Py_VISIT(ss->abstract_backoff);
     Py_VISIT(ss->fraction_type);
@@ -1931,8 +1931,8 @@ rbc_strategies_clear(rbc_strategies_state *ss)
     for (int kind = 0; kind < RBC_STRATEGY_COUNT; kind++) {
         Py_CLEAR(ss->types[kind]);
         Py_CLEAR(ss->redis_classes[kind]);
-        Py_CLEAR(ss->genuine_compute[kind]);
-        Py_CLEAR(ss->genuine_reset[kind]);
+        Py_CLEAR(ss->unpatched_compute[kind]);
+        Py_CLEAR(ss->unpatched_reset[kind]);
     }
     Py_CLEAR(ss->abstract_backoff);
     Py_CLEAR(ss->fraction_type);

@@ -27,7 +27,7 @@ rbc_strategy_type_kind(rbc_strategies_state *ss, PyTypeObject *type)
  * (not a subclass, whose Python overrides must be honoured), else -1.
  * Retry uses it to call compute()/reset() without a method lookup. */
 static inline int
-rbc_plain_strategy_kind(rbc_strategies_state *ss, PyObject *backoff)
+rbc_exact_strategy_kind(rbc_strategies_state *ss, PyObject *backoff)
 {
     return rbc_strategy_type_kind(ss, Py_TYPE(backoff));
 }
@@ -48,32 +48,32 @@ rbc_valid_version_tag(PyTypeObject *type)
 
 int rbc_strategy_revalidate(rbc_strategies_state *ss, int kind);
 
-/* rbc_plain_strategy_kind, and only while the type's compute and reset are
+/* rbc_exact_strategy_kind, and only while the type's compute and reset are
  * still its own C methods: a class-level mock of either is called through
  * Python, as redis-py's Retry would call it.  One comparison while the
  * class is untouched. */
 static inline int
-rbc_genuine_strategy_kind(rbc_strategies_state *ss, PyObject *backoff)
+rbc_unpatched_strategy_kind(rbc_strategies_state *ss, PyObject *backoff)
 {
-    int kind = rbc_plain_strategy_kind(ss, backoff);
+    int kind = rbc_exact_strategy_kind(ss, backoff);
     if (kind < 0) {
         return -1;
     }
     unsigned int tag = rbc_valid_version_tag(Py_TYPE(backoff));
-    if (tag != 0 && tag == ss->genuine_version_tags[kind]) {
+    if (tag != 0 && tag == ss->unpatched_version_tags[kind]) {
         return kind;
     }
     return rbc_strategy_revalidate(ss, kind);
 }
 
-/* backoff.reset() and backoff.compute(failures) for a plain C strategy of
- * the given kind (see rbc_genuine_strategy_kind). compute returns a new
+/* backoff.reset() and backoff.compute(failures) for an unpatched C strategy of
+ * the given kind (see rbc_unpatched_strategy_kind). compute returns a new
  * reference or NULL with an exception set. */
 void rbc_strategy_reset(rbc_state *st, PyObject *backoff, int kind);
 PyObject *rbc_strategy_compute(rbc_state *st, PyObject *backoff,
                                int kind, PyObject *failures);
 
-/* copy.deepcopy(backoff) for a plain C strategy of the given kind, when
+/* copy.deepcopy(backoff) for an unpatched C strategy of the given kind, when
  * every field is an exact float, int or bool (which deepcopy returns as
  * they are): a new object of the same type holding the same fields.
  * Returns NULL *without* an exception set when a field is something else
