@@ -1,11 +1,19 @@
 """Helpers shared by the test modules: the two implementations, the
-strategy name lists, and a sleep patch.  Test modules import them from here
-(`from support import ...`); conftest.py holds only fixtures and hooks."""
+strategy name lists, a sleep patch, and the small helpers more than one test
+module uses (exceptions, checkers, an outcome recorder, asyncio drivers).
+Test modules import them from here (`from support import ...`); conftest.py
+holds only fixtures and hooks.  A helper used by two test modules is
+written here once, not in each."""
 
+import asyncio
 import importlib
+import socket
+import types
 from types import SimpleNamespace
 
+import redis.asyncio.retry
 import redis.backoff
+import redis.exceptions
 import redis.retry
 
 # redis-py 8.2 gave Retry its own `is_retryable` checker (and made
@@ -34,6 +42,27 @@ def _load(side):
 
 
 IMPLEMENTATIONS = {side: _load(side) for side in ("redis-py", "c")}
+# The two sides in the order differential tests play them: redis-py first.
+SIDES = [IMPLEMENTATIONS["redis-py"], IMPLEMENTATIONS["c"]]
+
+
+def other_side(impl):
+    """The implementation that `impl` is not."""
+    return IMPLEMENTATIONS["c" if impl.name == "redis-py" else "redis-py"]
+
+
+def both(play):
+    """play(impl) on both sides; the C side must give redis-py's result,
+    which is returned."""
+    expected, actual = (play(impl) for impl in SIDES)
+    assert actual == expected
+    return expected
+
+
+# redis-py's classes as imported before any test could patch them
+# (redis_backoff_c.patch() replaces the module attributes).
+ORIGINAL_RETRY = redis.retry.Retry
+ORIGINAL_ASYNC_RETRY = redis.asyncio.retry.Retry
 
 # The seven strategies by name, in redis.backoff's order, grouped by formula:
 # the jittered ones draw from a random source, the capped ones take
@@ -46,6 +75,114 @@ JITTERED = [
 ]
 CAPPED = ["ExponentialBackoff", *JITTERED]
 ALL = ["ConstantBackoff", "NoBackoff", *CAPPED]
+# The capped strategies whose formula is base * 2**failures.
+EXPONENTIAL = [name for name in CAPPED if name != "DecorrelatedJitterBackoff"]
+
+Conn = redis.exceptions.ConnectionError
+# What each Retry retries when not told: the sync one adds socket.timeout.
+DEFAULT_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, socket.timeout)
+ASYNC_DEFAULT_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+class UserError(Exception):
+    """Raised by a test's own hostile or failing objects."""
+
+
+def outcome(call):
+    """What a call gives: its value and type (floats bit for bit), or the
+    type of what it raised."""
+    try:
+        value = call()
+    except Exception as error:  # noqa: BLE001 - the type is the outcome
+        return ("raised", type(error))
+    if isinstance(value, float):
+        return ("value", float, value.hex())
+    return ("value", type(value), value)
+
+
+# ---- checkers: the Retry's own is_retryable, and the call's ----
+
+
+def always(error):
+    return True
+
+
+def never(error):
+    return False
+
+
+class CallableChecker:
+    """A checker object: equal by its answer, unhashable (the Retry's hash
+    must not hash it), deep-copied by copy.deepcopy."""
+
+    __hash__ = None
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __call__(self, error):
+        return self.answer
+
+    def __eq__(self, other):
+        return isinstance(other, CallableChecker) and other.answer == self.answer
+
+
+class FalsyChecker:
+    """A call-time is_retryable whose truth is false: redis-py 8.2 calls it
+    (`is not None`), 8.0 and 8.1 do not (`is_retryable and ...`)."""
+
+    def __init__(self, function):
+        self.function = function
+
+    def __call__(self, error):
+        return self.function(error)
+
+    def __bool__(self):
+        return False
+
+
+# ---- asyncio: suspending, driving, running ----
+
+
+@types.coroutine
+def suspend():
+    """Give control back once: to the event loop (as asyncio.sleep(0)), or
+    to the hand driver."""
+    yield
+
+
+async def ignore_failure(error, *count):
+    """An asyncio fail() that does nothing."""
+    return None
+
+
+def drive(coroutine):
+    """Run a coroutine that only ever yields None, without an event loop."""
+    while True:
+        try:
+            coroutine.send(None)
+        except StopIteration as stop:
+            return stop.value
+
+
+def new_loop(kind):
+    if kind == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+def run_on(kind, coroutine):
+    """Run `coroutine` to its end on a fresh loop of `kind` ("asyncio",
+    "uvloop"), or by hand ("hand")."""
+    if kind == "hand":
+        return drive(coroutine)
+    loop = new_loop(kind)
+    try:
+        return loop.run_until_complete(coroutine)
+    finally:
+        loop.close()
 
 
 def patch_sleep(impl, monkeypatch, record=None):
