@@ -226,3 +226,85 @@ def side_without_checker(impl):
             raise AssertionError(f"{retry_module.__name__}.Retry took is_retryable")
         assert not hasattr(retry_module.Retry(backoff, 1), "is_retryable")
     return True
+
+
+# ---- the two flavors of Retry: sync and asyncio ----
+
+
+class Flavor:
+    """One flavor of Retry (sync or asyncio), for tests written once and
+    run over flavor x implementation.
+
+    .retry_module(impl) and .Retry(impl) give `impl`'s module and class of
+    this flavor; .call(retry, do, fail, ...) runs retry.call_with_retry to
+    its end with plain functions do and fail (the asyncio flavor turns them
+    into coroutine functions and runs the awaitable with asyncio.run);
+    .patch_sleep records the delays slept instead of sleeping."""
+
+    def __init__(self, name, attribute, redis_py_class, default_errors):
+        self.name = name
+        self.attribute = attribute  # impl.retry or impl.asyncio_retry
+        self.redis_py_class = redis_py_class
+        self.default_errors = default_errors
+
+    def __repr__(self):
+        return self.name
+
+    @property
+    def other(self):
+        return FLAVORS["asyncio" if self.name == "sync" else "sync"]
+
+    def retry_module(self, impl):
+        return getattr(impl, self.attribute)
+
+    def Retry(self, impl):  # noqa: N802 - it gives a class
+        return self.retry_module(impl).Retry
+
+    def wrap(self, function):
+        """`function` as this flavor's do/fail: itself (sync), or a
+        coroutine function returning what it returns (asyncio)."""
+        if self.name == "sync" or function is None:
+            return function
+
+        async def wrapped(*args):
+            return function(*args)
+
+        return wrapped
+
+    def call(self, retry, do, fail, *args, **kwargs):
+        """retry.call_with_retry(do, fail, *args, **kwargs) to its end, with
+        do and fail plain functions (wrapped for the asyncio flavor)."""
+        return self.finish(retry.call_with_retry(self.wrap(do), self.wrap(fail), *args, **kwargs))
+
+    def finish(self, returned):
+        """What call_with_retry returned, run to its end: the result itself
+        (sync), or the awaitable awaited in asyncio.run (asyncio)."""
+        if self.name == "sync":
+            return returned
+
+        async def main():
+            return await returned
+
+        return asyncio.run(main())
+
+    def patch_sleep(self, impl, monkeypatch, record=None):
+        """Replace the sleep that `impl`'s Retry of this flavor sleeps
+        through by one that appends ("sleep", delay) to `record` (a list,
+        returned): the sync one returns at once, the asyncio one gives
+        control back once (suspend)."""
+        if self.name == "sync":
+            return patch_sleep(impl, monkeypatch, record)
+        record = [] if record is None else record
+
+        async def recording_sleep(delay):
+            record.append(("sleep", delay))
+            await suspend()
+
+        monkeypatch.setattr(impl.asyncio_retry, "sleep", recording_sleep)
+        return record
+
+
+FLAVORS = {
+    "sync": Flavor("sync", "retry", ORIGINAL_RETRY, DEFAULT_ERRORS),
+    "asyncio": Flavor("asyncio", "asyncio_retry", ORIGINAL_ASYNC_RETRY, ASYNC_DEFAULT_ERRORS),
+}
