@@ -5,13 +5,18 @@ C extension: every behaviour the two share is written once and checked on
 both sides.  A test that passes on only one side has found a bug.  `extras`
 does the same for what redis-py lacks (deadline, budget, stats): the C
 types and their pure-Python twin.
+
+`flavor` runs a test once with the sync Retry and once with the asyncio
+one (support.Flavor: the Retry class of `impl` in that flavor, and a way to
+run call_with_retry to its end): what both Retry types share is written
+once and runs over flavor x implementation.
 """
 
 import random
 
 import pytest
 import redis
-from support import EXTRAS, IMPLEMENTATIONS, patch_sleep
+from support import EXTRAS, FLAVORS, IMPLEMENTATIONS, patch_sleep
 
 import redis_backoff_c
 
@@ -20,6 +25,13 @@ import redis_backoff_c
 def impl(request):
     """The implementation under test: .backoff, .retry, .asyncio_retry."""
     return IMPLEMENTATIONS[request.param]
+
+
+@pytest.fixture(params=list(FLAVORS), ids=str)
+def flavor(request):
+    """The flavor of Retry under test (sync, asyncio): .Retry(impl),
+    .call(retry, do, fail, ...), .patch_sleep(impl, monkeypatch)."""
+    return FLAVORS[request.param]
 
 
 @pytest.fixture

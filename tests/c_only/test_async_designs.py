@@ -21,7 +21,10 @@ TESTS = Path(__file__).resolve().parents[1]
 ASYNC_TESTS = [
     "contract/test_async_retry.py",
     "contract/test_async_retry_protocol.py",
-    "contract/test_async_retry_differential.py",
+    # What both flavors share, run over flavor (its sync tests run too).
+    "contract/test_call_with_retry.py",
+    "contract/test_call_with_retry_differential.py",
+    "contract/test_retry_object.py",
     "contract/test_async_retry_introspection.py",
     "contract/test_reentrancy.py",
     "c_only/test_hardening_async.py",

@@ -16,6 +16,7 @@ import pydoc
 import pytest
 import redis.asyncio.retry
 import redis.exceptions
+from support import ignore_failure
 
 import redis_backoff_c.asyncio._coroutine as coroutine_design
 import redis_backoff_c.asyncio.retry as async_module
@@ -32,10 +33,6 @@ METHOD_DESCRIPTOR = 1 << 17
 
 async def do():
     return "ok"
-
-
-async def fail(error, *count):
-    return None
 
 
 def run(awaitable_factory):
@@ -58,22 +55,22 @@ def test_unbound_call_refuses_another_self(self):
     # TypeError at the call (the C method) or when awaited (the coroutine
     # design's checks): either way, from the await expression.
     with pytest.raises(TypeError):
-        run(lambda: Retry.call_with_retry(self, do, fail))
+        run(lambda: Retry.call_with_retry(self, do, ignore_failure))
 
 
 def test_unbound_call_without_self_is_a_type_error():
     with pytest.raises(TypeError):
         run(lambda: Retry.call_with_retry())
     with pytest.raises(TypeError):
-        run(lambda: Retry.call_with_retry(do=do, fail=fail))
+        run(lambda: Retry.call_with_retry(do=do, fail=ignore_failure))
 
 
 def test_unknown_keyword_is_a_type_error():
     retry = Retry(backoff.NoBackoff(), 1)
     with pytest.raises(TypeError, match="nope"):
-        run(lambda: Retry.call_with_retry(retry, do, fail, nope=1))
+        run(lambda: Retry.call_with_retry(retry, do, ignore_failure, nope=1))
     with pytest.raises(TypeError):
-        run(lambda: Retry.call_with_retry(retry, do, fail, self=retry))
+        run(lambda: Retry.call_with_retry(retry, do, ignore_failure, self=retry))
 
 
 def test_help_renders():
@@ -147,5 +144,5 @@ def test_design_still_runs_calls():
             raise redis.exceptions.ConnectionError("down")
         return async_module.DESIGN
 
-    assert run(lambda: retry.call_with_retry(flaky, fail)) == async_module.DESIGN
+    assert run(lambda: retry.call_with_retry(flaky, ignore_failure)) == async_module.DESIGN
     assert len(attempts) == 2

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import pytest
 import redis.backoff
-from support import LDEXP_RULE
+from support import LDEXP_RULE, outcome
 
 import redis_backoff_c.backoff as backoff
 from redis_backoff_c import _rules, _speedups
@@ -279,12 +279,3 @@ def test_objects_made_by_new_alone_are_usable():
         assert strategy == cls()
         assert math.isfinite(strategy.compute(1))
     assert backoff.ConstantBackoff.__new__(backoff.ConstantBackoff).compute(1) == 0
-
-
-def outcome(call):
-    """A value, floats by their bits, or the exception's type."""
-    try:
-        value = call()
-    except Exception as error:  # noqa: BLE001 - the type is the outcome
-        return ("raised", type(error))
-    return ("value", value.hex() if isinstance(value, float) else value)

@@ -29,7 +29,7 @@ import redis.backoff
 import redis.exceptions
 import redis.retry
 from hypothesis import HealthCheck, given, settings, strategies as st
-from support import CAPPED, LDEXP_RULE
+from support import CAPPED, EXPONENTIAL, LDEXP_RULE, Conn, UserError
 
 import redis_backoff_c.backoff as c_backoff
 import redis_backoff_c.retry as c_retry
@@ -39,10 +39,6 @@ SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-
-
-class UserError(Exception):
-    """Raised by the hostile objects below."""
 
 
 class FloatLike:
@@ -172,7 +168,6 @@ failure_counts = st.one_of(
 CLEAN = (TypeError, ValueError, ArithmeticError, UserError)
 
 # The strategies that use the failure count: redis-py 8.2's rule for them.
-EXPONENTIAL = [name for name in CAPPED if name != "DecorrelatedJitterBackoff"]
 
 
 def is_real(value):
@@ -183,7 +178,7 @@ def is_real(value):
     return hasattr(type(value), "__float__") or hasattr(type(value), "__index__")
 
 
-def outcome(call, clean=CLEAN):
+def clean_outcome(call, clean=CLEAN):
     """("value", v) or ("raised", type); anything but a clean exception
     fails the test."""
     try:
@@ -217,9 +212,9 @@ def assert_agrees(reference, mine, what):
 
 def compute_both(ref, mine, failures, seed):
     random.seed(seed)
-    expected = outcome(lambda: ref.compute(failures))
+    expected = clean_outcome(lambda: ref.compute(failures))
     random.seed(seed)
-    actual = outcome(lambda: mine.compute(failures))
+    actual = clean_outcome(lambda: mine.compute(failures))
     return expected, actual
 
 
@@ -236,7 +231,7 @@ def compute_both(ref, mine, failures, seed):
 )
 def test_capped_constructors_and_compute(name, cap, base, failures, seed):
     ref = getattr(redis.backoff, name)(cap, base)
-    made = outcome(lambda: getattr(c_backoff, name)(cap, base))
+    made = clean_outcome(lambda: getattr(c_backoff, name)(cap, base))
     if not (is_real(cap) and is_real(base)):
         assert made == ("raised", TypeError)  # the documented early TypeError
         return
@@ -262,7 +257,7 @@ def test_capped_constructors_and_compute(name, cap, base, failures, seed):
 @SETTINGS
 @given(backoff=anything, failures=failure_counts)
 def test_constant_constructor_and_compute(backoff, failures):
-    made = outcome(lambda: c_backoff.ConstantBackoff(backoff))
+    made = clean_outcome(lambda: c_backoff.ConstantBackoff(backoff))
     if not is_real(backoff):
         assert made == ("raised", TypeError)
         return
@@ -276,9 +271,9 @@ def test_constant_constructor_and_compute(backoff, failures):
 def test_constructors_take_any_arguments_cleanly(args, kwargs):
     for name in CAPPED + ["ConstantBackoff", "NoBackoff"]:
         cls = getattr(c_backoff, name)
-        outcome(lambda cls=cls: cls(*args, **kwargs))
+        clean_outcome(lambda cls=cls: cls(*args, **kwargs))
         sub = type("Sub", (cls,), {})
-        outcome(lambda sub=sub: sub(*args, **kwargs))
+        clean_outcome(lambda sub=sub: sub(*args, **kwargs))
 
 
 @SETTINGS
@@ -320,7 +315,7 @@ def test_attribute_setters(name, attribute, value, failures, seed):
     ref = getattr(redis.backoff, name)(*args)
     mine = getattr(c_backoff, name)(*args)
     exists = hasattr(mine, attribute)
-    result = outcome(lambda: setattr(mine, attribute, value), CLEAN + (AttributeError,))
+    result = clean_outcome(lambda: setattr(mine, attribute, value), CLEAN + (AttributeError,))
     if not exists:
         assert result == ("raised", AttributeError)  # no __dict__: as with __slots__
         return
@@ -334,7 +329,7 @@ def test_attribute_setters(name, attribute, value, failures, seed):
     assert_agrees(expected, actual, f"{name}.{attribute} = {value!r}; compute({failures!r})")
     if LDEXP_RULE and name in EXPONENTIAL and expected[0] == "raised":
         assert actual == expected, f"{name}.{attribute} = {value!r}; compute({failures!r})"
-    assert outcome(lambda: delattr(mine, attribute), (AttributeError,)) == (
+    assert clean_outcome(lambda: delattr(mine, attribute), (AttributeError,)) == (
         "raised",
         AttributeError,
     )
@@ -358,21 +353,21 @@ def test_eq_and_hash(name, first, second):
 
     ref_a, ref_b = make(redis.backoff, first), make(redis.backoff, second)
     mine_a, mine_b = make(c_backoff, first), make(c_backoff, second)
-    expected = outcome(lambda: ref_a == ref_b)
+    expected = clean_outcome(lambda: ref_a == ref_b)
     for actual in (
-        outcome(lambda: mine_a == mine_b),
-        outcome(lambda: mine_a == ref_b),
-        outcome(lambda: ref_a == mine_b),
+        clean_outcome(lambda: mine_a == mine_b),
+        clean_outcome(lambda: mine_a == ref_b),
+        clean_outcome(lambda: ref_a == mine_b),
     ):
         assert_agrees(expected, actual, "==")
         if expected[0] == "raised":
             assert actual == expected
-    expected_ne = outcome(lambda: ref_a != ref_b)
-    assert_agrees(expected_ne, outcome(lambda: mine_a != mine_b), "!=")
-    expected_hash = outcome(lambda: hash(ref_a))
-    assert outcome(lambda: hash(mine_a)) == expected_hash
-    assert outcome(lambda: mine_a == 1) == outcome(lambda: ref_a == 1)
-    assert outcome(lambda: mine_a == "x") == ("value", False)
+    expected_ne = clean_outcome(lambda: ref_a != ref_b)
+    assert_agrees(expected_ne, clean_outcome(lambda: mine_a != mine_b), "!=")
+    expected_hash = clean_outcome(lambda: hash(ref_a))
+    assert clean_outcome(lambda: hash(mine_a)) == expected_hash
+    assert clean_outcome(lambda: mine_a == 1) == clean_outcome(lambda: ref_a == 1)
+    assert clean_outcome(lambda: mine_a == "x") == ("value", False)
 
 
 @SETTINGS
@@ -387,10 +382,10 @@ def test_copy_and_pickle(name, params):
     for attribute in ("_cap", "_base", "_backoff", "_previous_backoff"):
         if hasattr(mine, attribute):
             assert getattr(shallow, attribute) is getattr(mine, attribute)
-    deep = outcome(lambda: copy.deepcopy(mine))
+    deep = clean_outcome(lambda: copy.deepcopy(mine))
     assert deep[0] == "value" and type(deep[1]) is type(mine)
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
-        data = outcome(
+        data = clean_outcome(
             lambda protocol=protocol: pickle.dumps(mine, protocol), CLEAN + (pickle.PicklingError,)
         )
         if data[0] == "value":
@@ -406,9 +401,11 @@ def test_copy_and_pickle(name, params):
 def test_setstate_takes_anything_cleanly(state):
     for name in ("ExponentialBackoff", "ConstantBackoff", "DecorrelatedJitterBackoff"):
         strategy = getattr(c_backoff, name).__new__(getattr(c_backoff, name))
-        outcome(lambda strategy=strategy: strategy.__setstate__(state), CLEAN + (AttributeError,))
+        clean_outcome(
+            lambda strategy=strategy: strategy.__setstate__(state), CLEAN + (AttributeError,)
+        )
         repr(strategy)
-        outcome(lambda strategy=strategy: strategy.compute(1))
+        clean_outcome(lambda strategy=strategy: strategy.compute(1))
 
 
 # ---- the random source ----
@@ -419,7 +416,7 @@ def test_setstate_takes_anything_cleanly(state):
 def test_set_random_source_takes_anything_cleanly(args):
     import redis_backoff_c
 
-    outcome(lambda: redis_backoff_c.set_random_source(*args))
+    clean_outcome(lambda: redis_backoff_c.set_random_source(*args))
     assert redis_backoff_c.get_random_source() in ("python", "fast")
     c_backoff.FullJitterBackoff().compute(3)
     redis_backoff_c.set_random_source("python")
@@ -427,7 +424,6 @@ def test_set_random_source_takes_anything_cleanly(args):
 
 # ---- Retry ----
 
-Conn = redis.exceptions.ConnectionError
 error_entries = st.one_of(
     st.sampled_from([Conn, redis.exceptions.TimeoutError, KeyError, Exception, BaseException]),
     anything,
@@ -440,7 +436,7 @@ def play_retry(module, backoff_module, backoff, retries, errors, script, monkeyp
     events = []
     monkeypatch.setattr(module, "sleep", lambda delay: events.append(("sleep", delay)))
     kwargs = {} if errors is None else {"supported_errors": errors}
-    made = outcome(lambda: module.Retry(backoff, retries, **kwargs))
+    made = clean_outcome(lambda: module.Retry(backoff, retries, **kwargs))
     if made[0] == "raised":
         return made, events
     retry = made[1]
@@ -455,7 +451,7 @@ def play_retry(module, backoff_module, backoff, retries, errors, script, monkeyp
             raise KeyError("key")
         return step
 
-    result = outcome(
+    result = clean_outcome(
         lambda: retry.call_with_retry(do, lambda e, n: events.append(("fail", n)), None, True),
         CLEAN + (AttributeError, KeyError, Conn),
     )
@@ -517,17 +513,17 @@ def test_retry_takes_anything(backoff, retries, errors, script, seed):
 @given(retries=anything, errors=st.one_of(anything, st.lists(error_entries, max_size=3)))
 def test_retry_methods_take_anything_cleanly(retries, errors):
     retry = c_retry.Retry(c_backoff.NoBackoff(), 3)
-    outcome(lambda: retry.update_retries(retries))
-    outcome(lambda: retry.update_supported_errors(errors))
-    outcome(lambda: setattr(retry, "_supported_errors", errors))
-    outcome(lambda: setattr(retry, "_retries", retries))
-    outcome(lambda: setattr(retry, "_backoff", errors))
+    clean_outcome(lambda: retry.update_retries(retries))
+    clean_outcome(lambda: retry.update_supported_errors(errors))
+    clean_outcome(lambda: setattr(retry, "_supported_errors", errors))
+    clean_outcome(lambda: setattr(retry, "_retries", retries))
+    clean_outcome(lambda: setattr(retry, "_backoff", errors))
     assert isinstance(retry._supported_errors, tuple)
     retry.get_retries()
-    outcome(lambda: hash(retry))
-    outcome(lambda: retry == c_retry.Retry(c_backoff.NoBackoff(), 3))
+    clean_outcome(lambda: hash(retry))
+    clean_outcome(lambda: retry == c_retry.Retry(c_backoff.NoBackoff(), 3))
     repr(retry)
-    outcome(lambda: copy.deepcopy(retry))
-    outcome(
+    clean_outcome(lambda: copy.deepcopy(retry))
+    clean_outcome(
         lambda: pickle.loads(pickle.dumps(retry)), CLEAN + (pickle.PicklingError, AttributeError)
     )

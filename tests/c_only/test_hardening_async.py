@@ -9,7 +9,6 @@ import gc
 import random
 import sys
 import threading
-import types
 import weakref
 
 import pytest
@@ -17,19 +16,11 @@ import redis.asyncio.retry
 import redis.backoff
 import redis.exceptions
 from hypothesis import HealthCheck, given, settings, strategies as st
-from support import IMPLEMENTATIONS
+from support import Conn, both, ignore_failure, suspend
 
 import redis_backoff_c.asyncio.retry as async_module
 import redis_backoff_c.backoff as backoff
 from redis_backoff_c.asyncio.retry import Retry
-
-Conn = redis.exceptions.ConnectionError
-SIDES = [IMPLEMENTATIONS["redis-py"], IMPLEMENTATIONS["c"]]
-
-
-@types.coroutine
-def suspend():
-    yield
 
 
 def finish(awaitable):
@@ -53,16 +44,6 @@ def flaky(times, result="ok"):
         return result
 
     return do
-
-
-async def ignore(error, *count):
-    return None
-
-
-def both(play):
-    expected, actual = (play(impl) for impl in SIDES)
-    assert actual == expected
-    return expected
 
 
 # ---- GC ----
@@ -89,7 +70,7 @@ def test_suspended_awaitable_whose_do_closure_holds_the_retry():
             await suspend()
             return retry
 
-        awaitable = retry.call_with_retry(do, ignore)
+        awaitable = retry.call_with_retry(do, ignore_failure)
         awaitable.send(None)  # suspended inside do(): the awaitable holds do
         strategy.awaitable = awaitable  # retry -> strategy -> awaitable -> do -> retry
         return weakref.ref(strategy)
@@ -117,7 +98,7 @@ def test_threads_with_their_own_loops_share_one_retry(monkeypatch):
 
     async def many(index):
         for i in range(calls):
-            result = await retry.call_with_retry(flaky(2, (index, i)), ignore)
+            result = await retry.call_with_retry(flaky(2, (index, i)), ignore_failure)
             if result != (index, i):
                 raise AssertionError(result)
 
@@ -171,7 +152,7 @@ def play_async(impl, monkeypatch, action, script):
 
 async def nested_call(retry, count, events):
     if count == 1:
-        events.append(("nested", await retry.call_with_retry(flaky(1, "inner"), ignore)))
+        events.append(("nested", await retry.call_with_retry(flaky(1, "inner"), ignore_failure)))
 
 
 async def replace_everything(retry, count, events):
@@ -197,7 +178,7 @@ def test_async_compute_override_that_raises(monkeypatch):
                 raise Broken("compute")
 
         retry = impl.asyncio_retry.Retry(Raising(), 3)
-        awaitable = retry.call_with_retry(flaky(5), ignore)
+        awaitable = retry.call_with_retry(flaky(5), ignore_failure)
         try:
             while True:
                 awaitable.send(None)
@@ -241,7 +222,7 @@ def test_async_retry_takes_anything(backoff_arg, retries, errors, failures, seed
         except (TypeError, ValueError, OverflowError) as error:
             return ("construction raised", type(error).__name__)
         random.seed(seed)
-        return finish(retry.call_with_retry(flaky(failures), ignore))
+        return finish(retry.call_with_retry(flaky(failures), ignore_failure))
 
     with pytest.MonkeyPatch.context() as monkeypatch:
 

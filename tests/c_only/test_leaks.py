@@ -12,7 +12,7 @@ from fractions import Fraction
 import pytest
 import redis.backoff
 from leakcheck import assert_no_leak, calls_raising
-from support import ALL, CAPPED, LDEXP_RULE
+from support import ALL, CAPPED, LDEXP_RULE, UserError
 
 import redis_backoff_c
 import redis_backoff_c.backoff as backoff
@@ -25,10 +25,6 @@ def make(name, *args):
     if name == "ConstantBackoff":
         return cls(*(args[:1] or (0.25,)))
     return cls(*args)
-
-
-class UserError(Exception):
-    pass
 
 
 class Real:

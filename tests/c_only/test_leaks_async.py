@@ -7,27 +7,15 @@ cancellation of a real task runs on one event loop kept for the test."""
 import asyncio
 import copy
 import pickle
-import types
 import warnings
 
 import pytest
-import redis.exceptions
 from leakcheck import assert_no_leak
+from support import Conn, UserError, ignore_failure, suspend
 
 import redis_backoff_c.asyncio.retry as async_module
 import redis_backoff_c.backoff as backoff
 from redis_backoff_c.asyncio.retry import Retry
-
-Conn = redis.exceptions.ConnectionError
-
-
-class UserError(Exception):
-    pass
-
-
-@types.coroutine
-def suspend():
-    yield
 
 
 async def no_sleep(delay):
@@ -67,10 +55,6 @@ def flaky(times, error=Conn, suspending=False):
     return do
 
 
-async def fail(error, *count):
-    return None
-
-
 STRATEGIES = {
     "no-backoff": lambda: backoff.NoBackoff(),
     "exponential": lambda: backoff.ExponentialBackoff(),  # "sleeps" (patched)
@@ -89,7 +73,8 @@ def test_success(strategy, suspending):
     retry = Retry(strategy, 3)
     do = flaky(0, suspending=suspending)
     assert_no_leak(
-        lambda: finish(retry.call_with_retry(do, fail)) == ("value", "ok"), watched=[retry, do]
+        lambda: finish(retry.call_with_retry(do, ignore_failure)) == ("value", "ok"),
+        watched=[retry, do],
     )
 
 
@@ -100,7 +85,7 @@ def test_failures_then_success(strategy, suspending):
 
     def run():
         do.rewind()
-        assert finish(retry.call_with_retry(do, fail, None, True)) == ("value", "ok")
+        assert finish(retry.call_with_retry(do, ignore_failure, None, True)) == ("value", "ok")
 
     assert_no_leak(run, watched=[retry, strategy])
 
@@ -114,9 +99,12 @@ def test_exhausted_not_retryable_unsupported():
         return False
 
     def run():
-        assert finish(retry.call_with_retry(always, fail)) == ("raised", Conn)
-        assert finish(retry.call_with_retry(always, fail, not_retryable)) == ("raised", Conn)
-        assert finish(retry.call_with_retry(other, fail)) == ("raised", UserError)
+        assert finish(retry.call_with_retry(always, ignore_failure)) == ("raised", Conn)
+        assert finish(retry.call_with_retry(always, ignore_failure, not_retryable)) == (
+            "raised",
+            Conn,
+        )
+        assert finish(retry.call_with_retry(other, ignore_failure)) == ("raised", UserError)
 
     assert_no_leak(run, watched=[retry, always, other])
 
@@ -156,7 +144,7 @@ def test_the_retrys_checker_or_its_fail_raising():
     always = flaky(10**9)
 
     def run():
-        assert finish(raising.call_with_retry(always, fail)) == ("raised", UserError)
+        assert finish(raising.call_with_retry(always, ignore_failure)) == ("raised", UserError)
         assert finish(rejecting.call_with_retry(always, raising_fail)) == ("raised", UserError)
         # print's None cannot be awaited: TypeError
         assert finish(rejecting.call_with_retry(always, print)) == ("raised", TypeError)
@@ -201,15 +189,15 @@ def test_callbacks_and_compute_raising():
 
     def run():
         assert finish(retry.call_with_retry(always, raising_fail)) == ("raised", UserError)
-        assert finish(retry.call_with_retry(always, fail, raising_predicate)) == (
+        assert finish(retry.call_with_retry(always, ignore_failure, raising_predicate)) == (
             "raised",
             UserError,
         )
-        assert finish(broken.call_with_retry(always, fail)) == ("raised", UserError)
+        assert finish(broken.call_with_retry(always, ignore_failure)) == ("raised", UserError)
         # Assigned directly: monkeypatch would record every call (the
         # autouse fixture restores the module at the end).
         async_module.sleep = raising_sleep
-        assert finish(sleepy.call_with_retry(always, fail)) == ("raised", UserError)
+        assert finish(sleepy.call_with_retry(always, ignore_failure)) == ("raised", UserError)
         async_module.sleep = no_sleep
 
     assert_no_leak(run)
@@ -219,7 +207,11 @@ def test_argument_errors():
     retry = Retry(backoff.NoBackoff(), 3)
 
     def run():
-        for args, kwargs in [((1, fail), {}), ((fail,), {}), ((fail, fail), {"nope": 1})]:
+        for args, kwargs in [
+            ((1, ignore_failure), {}),
+            ((ignore_failure,), {}),
+            ((ignore_failure, ignore_failure), {"nope": 1}),
+        ]:
             # At the call (the awaitable design) or when awaited (the
             # coroutine design, where the call only creates the coroutine).
             try:
@@ -251,15 +243,17 @@ def test_every_form_of_the_method_call():
 
     def run():
         ok = ("value", "ok")
-        assert finish(method(retry, do, fail)) == ok
-        assert finish(method(retry, do=do, fail=fail, with_failure_count=True)) == ok
-        assert finish(method(self=retry, do=do, fail=fail)) == ok
-        assert finish(method(sub, do, fail)) == ok
-        assert finish(retry.call_with_retry.__func__.__get__(retry, Retry)(do, fail)) == ok
-        refused(1, do, fail)
+        assert finish(method(retry, do, ignore_failure)) == ok
+        assert finish(method(retry, do=do, fail=ignore_failure, with_failure_count=True)) == ok
+        assert finish(method(self=retry, do=do, fail=ignore_failure)) == ok
+        assert finish(method(sub, do, ignore_failure)) == ok
+        assert (
+            finish(retry.call_with_retry.__func__.__get__(retry, Retry)(do, ignore_failure)) == ok
+        )
+        refused(1, do, ignore_failure)
         refused()
-        refused(do=do, fail=fail)
-        refused(retry, do, fail, nope=1)
+        refused(do=do, fail=ignore_failure)
+        refused(retry, do, ignore_failure, nope=1)
         for name in ("__code__", "__defaults__", "__annotations__", "__name__", "__qualname__"):
             getattr(method, name)
         pickle.loads(pickle.dumps(method))
@@ -308,7 +302,7 @@ def test_never_awaited():
     def run():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            retry.call_with_retry(do, fail)
+            retry.call_with_retry(do, ignore_failure)
 
     assert_no_leak(run, watched=[retry, do])
 
@@ -321,7 +315,7 @@ def test_task_cancellation_on_an_event_loop():
         await asyncio.get_running_loop().create_future()
 
     async def one():
-        task = loop.create_task(retry.call_with_retry(do, fail))
+        task = loop.create_task(retry.call_with_retry(do, ignore_failure))
         await asyncio.sleep(0)
         task.cancel()
         try:

@@ -9,15 +9,11 @@ import pytest
 import redis.backoff
 import redis.exceptions
 from leakcheck import assert_no_leak, calls_raising
-from support import REDIS_PY_HAS_CHECKER
+from support import REDIS_PY_HAS_CHECKER, UserError
 
 import redis_backoff_c.backoff as backoff
 import redis_backoff_c.retry as retry_module
 from redis_backoff_c.retry import Retry
-
-
-class UserError(Exception):
-    pass
 
 
 @pytest.fixture(autouse=True)

@@ -29,6 +29,7 @@ import redis.client
 import redis.connection
 import redis.exceptions
 import redis.retry
+from support import ORIGINAL_ASYNC_RETRY, ORIGINAL_RETRY
 
 import redis_backoff_c
 import redis_backoff_c.backoff
@@ -57,8 +58,6 @@ def _dropin(module_name, original):
 
 # The redis-py originals, taken before any test patches anything.
 ORIGINAL = {name: getattr(redis.backoff, name) for name in STRATEGIES}
-ORIGINAL_RETRY = redis.retry.Retry
-ORIGINAL_ASYNC_RETRY = redis.asyncio.retry.Retry
 C = {name: getattr(redis_backoff_c.backoff, name) for name in STRATEGIES}
 C_RETRY = _dropin("redis_backoff_c.retry", ORIGINAL_RETRY)
 C_ASYNC_RETRY = _dropin("redis_backoff_c.asyncio.retry", ORIGINAL_ASYNC_RETRY)

@@ -8,16 +8,13 @@ repr() says what the Retry holds.
 import asyncio
 import copy
 import pickle
-import socket
 
 import pytest
 import redis.exceptions
-from support import LDEXP_RULE, REDIS_PY_HAS_CHECKER
+from support import DEFAULT_ERRORS, LDEXP_RULE, REDIS_PY_HAS_CHECKER
 
 import redis_backoff_c._speedups as speedups
 import redis_backoff_c.retry as retry_module
-
-DEFAULT_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, socket.timeout)
 
 
 class Index:

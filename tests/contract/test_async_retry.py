@@ -1,29 +1,24 @@
-"""The asyncio Retry's shared contract, run on redis-py and on the C type alike.
+"""The asyncio Retry's own contract, run on redis-py and on the C type alike.
 
-Every call_with_retry scenario records its full event sequence (see
-async_scenarios.py) and must match what redis-py's coroutine records for
-the same scenario, on the same loop.
+What both Retry flavors share is tested once over flavor x implementation
+(test_call_with_retry.py, test_retry_object.py).  Here: what only the
+asyncio Retry has.  Every call_with_retry scenario records its full event
+sequence (see scenarios.py) and must match what redis-py's coroutine
+records for the same scenario, on the same loop (by hand, asyncio, uvloop),
+with do and fail returning coroutines, other awaitables or futures; then
+results carried by StopIteration, exc_info across awaits, cancellation and
+timeouts, tasks.
 """
 
 import asyncio
-import copy
-import itertools
-import pickle
 import sys
 
 import pytest
 import redis.asyncio.retry
 import redis.exceptions
 import redis.retry
-from async_scenarios import (
-    ERRORS,
-    RecordingBackoff,
-    Scenario,
-    play,
-    run_on,
-    suspend,
-)
-from support import REDIS_PY_HAS_CHECKER, side_without_checker
+from scenarios import ERRORS, RecordingBackoff, Scenario, play
+from support import REDIS_PY_HAS_CHECKER, never, run_on, side_without_checker, suspend
 
 LOOPS = ["hand", "asyncio", "uvloop"]
 
@@ -67,7 +62,9 @@ SCENARIOS = [
 @pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("scenario", [s for _, s in SCENARIOS], ids=[i for i, _ in SCENARIOS])
 def test_scenario_matches_redis_py(impl, reference, scenario, loop, monkeypatch):
-    assert play(impl, scenario, monkeypatch, loop) == play(reference, scenario, monkeypatch, loop)
+    assert play("asyncio", impl, scenario, monkeypatch, loop) == play(
+        "asyncio", reference, scenario, monkeypatch, loop
+    )
 
 
 FUTURE_SCENARIOS = [
@@ -81,26 +78,9 @@ FUTURE_SCENARIOS = [
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 @pytest.mark.parametrize("scenario", FUTURE_SCENARIOS)
 def test_futures_match_redis_py(impl, reference, scenario, loop, monkeypatch):
-    assert play(impl, scenario, monkeypatch, loop) == play(reference, scenario, monkeypatch, loop)
-
-
-def test_event_sequence_spelled_out(impl, monkeypatch):
-    events = play(impl, Scenario(("conn", "timeout", "ok"), with_failure_count=True), monkeypatch)
-    conn = ("ConnectionError", "do 1")
-    timeout = ("TimeoutError", "do 2")
-    assert events == [
-        ("reset",),
-        ("do",),
-        ("fail", conn, True, 1),
-        ("compute", 1),
-        ("sleep", 0.25),
-        ("do",),
-        ("fail", timeout, True, 2),
-        ("compute", 2),
-        ("sleep", 0.25),
-        ("do",),
-        ("return", ("result", 3)),
-    ]
+    assert play("asyncio", impl, scenario, monkeypatch, loop) == play(
+        "asyncio", reference, scenario, monkeypatch, loop
+    )
 
 
 def test_exhausted_raises_the_same_error_with_do_frames(impl, monkeypatch):
@@ -156,17 +136,6 @@ def test_result_returned_as_is(impl, result):
 
 
 # ---- __context__ of errors raised while handling one ----
-
-
-def test_fail_coroutine_raising_has_the_error_as_context(impl, monkeypatch):
-    events = play(impl, Scenario(("conn", "ok"), fail_raises_at=1), monkeypatch)
-    assert events[-1] == (
-        "raise",
-        ("FailError", "fail 1"),
-        False,
-        ("ConnectionError", "do 1"),
-        True,
-    )
 
 
 def test_compute_raising_has_the_error_as_context(impl):
@@ -341,102 +310,17 @@ def test_create_task_and_gather(impl, loop, monkeypatch):
     assert run_on(loop, main()) == [k * 10 for k in range(10)]
 
 
-# ---- the Retry object: construction, attributes, ==, hash, copies ----
-
-
-def make_retry(impl, *args, **kwargs):
-    return impl.asyncio_retry.Retry(*args, **kwargs)
-
-
-def test_defaults(impl):
-    retry = make_retry(impl, impl.backoff.NoBackoff(), 2)
-    assert retry._supported_errors == (
-        redis.exceptions.ConnectionError,
-        redis.exceptions.TimeoutError,
-    )
-    assert retry._retries == 2 and retry.get_retries() == 2
-    retry.update_retries(5)
-    assert retry._retries == 5
-    retry.update_supported_errors([ValueError])
-    assert type(retry._supported_errors) is tuple
-    assert set(retry._supported_errors) == {
-        redis.exceptions.ConnectionError,
-        redis.exceptions.TimeoutError,
-        ValueError,
-    }
-    keyword = make_retry(
-        impl, backoff=impl.backoff.NoBackoff(), retries=1, supported_errors=(OSError,)
-    )
-    assert keyword._supported_errors == (OSError,)
-
-
-def test_isinstance_of_redis_py_class(impl):
-    retry = make_retry(impl, impl.backoff.NoBackoff(), 1)
-    assert isinstance(retry, redis.asyncio.retry.Retry)
-    assert not isinstance(retry, redis.retry.Retry)
-
-
-def test_equal_and_hash_across_implementations(impl, reference):
-    ours = make_retry(impl, impl.backoff.ExponentialBackoff(2, 0.5), 3, (OSError, ValueError))
-    theirs = make_retry(
-        reference, reference.backoff.ExponentialBackoff(2, 0.5), 3, (ValueError, OSError)
-    )
-    assert ours == theirs and theirs == ours
-    assert not (ours != theirs)
-    assert hash(ours) == hash(theirs)
-    assert hash(ours) == hash((ours._backoff, 3, frozenset((OSError, ValueError))))
-    assert ours != make_retry(
-        reference, reference.backoff.ExponentialBackoff(2, 0.5), 4, (OSError, ValueError)
-    )
-    assert ours != make_retry(reference, reference.backoff.NoBackoff(), 3, (OSError, ValueError))
-    assert ours.__eq__(object()) is NotImplemented
-
-
-def test_sync_and_async_never_equal(impl, reference):
-    for side in (impl, reference):
-        sync = side.retry.Retry(side.backoff.NoBackoff(), 1, (OSError,))
-        asynchronous = make_retry(impl, impl.backoff.NoBackoff(), 1, (OSError,))
-        assert sync != asynchronous and asynchronous != sync
-
-
-@pytest.mark.parametrize(
-    "how", ["copy", "deepcopy"] + [f"pickle{p}" for p in range(pickle.HIGHEST_PROTOCOL + 1)]
-)
-def test_copies(impl, how):
-    retry = make_retry(impl, impl.backoff.ExponentialBackoff(2, 0.5), 3)
-    if how == "copy":
-        other = copy.copy(retry)
-        assert other._backoff is retry._backoff
-    elif how == "deepcopy":
-        other = copy.deepcopy(retry)
-        assert other._backoff is not retry._backoff
-    else:
-        other = pickle.loads(pickle.dumps(retry, int(how[len("pickle") :])))
-    assert type(other) is type(retry)
-    assert other == retry and hash(other) == hash(retry)
-    assert other._supported_errors == retry._supported_errors
+# ---- repr (the C type alone) ----
+#
+# The Retry object (construction, attributes, ==, hash, copies, its
+# checker) is tested with the sync one's, over flavor x implementation, in
+# test_retry_object.py.
 
 
 def test_repr_names_the_parameters(c_impl):
     retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 3)
     errors = retry._supported_errors
     assert repr(retry) == f"Retry(NoBackoff(), 3, supported_errors={errors!r})"
-
-
-def test_call_with_retry_keywords(impl, monkeypatch):
-    async def do():
-        raise redis.exceptions.ConnectionError("x")
-
-    seen = []
-
-    async def fail(error, failures):
-        seen.append(failures)
-
-    retry = make_retry(impl, impl.backoff.NoBackoff(), 2)
-    awaitable = retry.call_with_retry(do=do, fail=fail, is_retryable=None, with_failure_count=True)
-    with pytest.raises(redis.exceptions.ConnectionError):
-        run_on("asyncio", awaitable)
-    assert seen == [1, 2, 3]
 
 
 def test_errors_module_is_the_one_reference():
@@ -494,9 +378,9 @@ CHECKER_SCENARIOS = [
     "scenario", [s for _, s in CHECKER_SCENARIOS], ids=[i for i, _ in CHECKER_SCENARIOS]
 )
 def test_checker_scenario_matches_redis_py(c_impl, reference, scenario, loop, monkeypatch):
-    ours = play(c_impl, scenario, monkeypatch, loop)
+    ours = play("asyncio", c_impl, scenario, monkeypatch, loop)
     if REDIS_PY_HAS_CHECKER:
-        assert ours == play(reference, scenario, monkeypatch, loop)
+        assert ours == play("asyncio", reference, scenario, monkeypatch, loop)
     else:
         assert side_without_checker(reference)
         assert ours[-1][0] in ("return", "raise")
@@ -506,74 +390,13 @@ def test_checker_scenario_matches_redis_py(c_impl, reference, scenario, loop, mo
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_checker_with_futures_matches_redis_py(c_impl, reference, loop, monkeypatch):
     scenario = Scenario(("conn", "ok"), own_checker=(False,), fail_kind="future")
-    ours = play(c_impl, scenario, monkeypatch, loop)
+    ours = play("asyncio", c_impl, scenario, monkeypatch, loop)
     if REDIS_PY_HAS_CHECKER:
-        assert ours == play(reference, scenario, monkeypatch, loop)
+        assert ours == play("asyncio", reference, scenario, monkeypatch, loop)
     assert ours[-2:] == [
-        ("fail", ("ConnectionError", "do 1"), True),
-        ("raise", ("ConnectionError", "do 1"), True, None, False),
+        ("fail", ("ConnectionError", "conn #1"), True),
+        ("raise", ("ConnectionError", "conn #1"), True, None, False),
     ]
-
-
-def test_rejection_spelled_out(impl, monkeypatch):
-    """The checker says no to the second error: fail is awaited with the
-    count it would have had, the call's is_retryable is not asked, nothing
-    is computed, and the error itself is raised."""
-    if side_without_checker(impl):
-        return
-    events = play(
-        impl,
-        Scenario(
-            ("conn", "timeout", "ok"),
-            own_checker=(True, False),
-            is_retryable=(True,),
-            with_failure_count=True,
-        ),
-        monkeypatch,
-    )
-    conn = ("ConnectionError", "do 1")
-    timeout = ("TimeoutError", "do 2")
-    assert events == [
-        ("reset",),
-        ("do",),
-        ("own_checker", conn),
-        ("is_retryable", conn),
-        ("fail", conn, True, 1),
-        ("compute", 1),
-        ("sleep", 0.25),
-        ("do",),
-        ("own_checker", timeout),
-        ("fail", timeout, True, 2),
-        ("raise", timeout, True, None, False),
-    ]
-
-
-def test_rejection_with_raising_fail(impl, monkeypatch):
-    if side_without_checker(impl):
-        return
-    events = play(
-        impl, Scenario(("conn", "ok"), own_checker=(False,), fail_raises_at=1), monkeypatch
-    )
-    conn = ("ConnectionError", "do 1")
-    assert events[-3:] == [
-        ("own_checker", conn),
-        ("fail", conn, True),
-        ("raise", ("FailError", "fail 1"), False, conn, True),
-    ]
-
-
-def test_call_checker_rule_follows_redis_py(impl, monkeypatch):
-    """A call-time is_retryable that is false as a truth value: redis-py 8.2
-    calls it (`is not None`), 8.0 and 8.1 skip it.  Both sides follow the
-    redis-py installed."""
-    scenario = Scenario(("conn", "ok"), is_retryable=(False,), falsy_call_checker=True)
-    events = play(impl, scenario, monkeypatch)
-    conn = ("ConnectionError", "do 1")
-    if REDIS_PY_HAS_CHECKER:
-        assert events[-2:] == [("is_retryable", conn), ("raise", conn, True, None, False)]
-    else:
-        assert "is_retryable" not in [e[0] for e in events]
-        assert events[-1] == ("return", ("result", 2))
 
 
 def test_rejected_error_keeps_the_frames_of_do(impl):
@@ -646,90 +469,11 @@ def test_cancellation_in_the_fail_of_a_rejection(impl, reference, loop, monkeypa
     assert events == run_on(loop, expected)
 
 
-def _never(error):
-    return False
-
-
-class CallableChecker:
-    """A checker object: equal by its answer, unhashable (the Retry's hash
-    must not hash it), deep-copied by copy.deepcopy."""
-
-    __hash__ = None
-
-    def __init__(self, answer):
-        self.answer = answer
-
-    def __call__(self, error):
-        return self.answer
-
-    def __eq__(self, other):
-        return isinstance(other, CallableChecker) and other.answer == self.answer
-
-
-def test_checker_constructor_and_attributes(impl):
-    if side_without_checker(impl):
-        return
-    backoff = impl.backoff.NoBackoff()
-    assert make_retry(impl, backoff, 1).is_retryable is None
-    positional = make_retry(impl, backoff, 1, (OSError,), _never)
-    assert positional._is_retryable is _never and positional.is_retryable is _never
-    keyword = make_retry(impl, backoff, 1, is_retryable=_never)
-    assert keyword._supported_errors == (
-        redis.exceptions.ConnectionError,
-        redis.exceptions.TimeoutError,
-    )
-    keyword.is_retryable = None
-    assert keyword._is_retryable is None
-    keyword._is_retryable = _never
-    assert keyword.is_retryable is _never
-    with pytest.raises(TypeError):
-        make_retry(impl, backoff, 1, (), None, 5)
-
-
-def test_checker_in_equality_not_in_hash(impl, reference):
-    """Before redis-py 8.2 a redis-py Retry has no checker to compare
-    with: ours sees None in it, its __eq__ ignores ours."""
-    if side_without_checker(impl):
-        return
-    variants = [None, _never, CallableChecker(1), CallableChecker(2)]
-
-    def build(side, checker):
-        own = {} if checker is None else {"is_retryable": checker}
-        return make_retry(side, side.backoff.ExponentialBackoff(2, 0.5), 3, **own)
-
-    for a, b in itertools.product(variants, repeat=2):
-        ours, other = build(impl, a), build(impl, b)
-        assert (ours == other) is (a == b)
-        assert hash(ours) == hash((ours._backoff, 3, frozenset(ours._supported_errors)))
-        if REDIS_PY_HAS_CHECKER:
-            theirs = build(reference, b)
-            assert (ours == theirs) is (a == b) and (theirs == ours) is (a == b)
-    if not REDIS_PY_HAS_CHECKER:
-        theirs = build(reference, None)
-        assert (build(impl, _never) == theirs) is False and theirs == build(impl, _never)
-
-
-@pytest.mark.parametrize("checker", [_never, CallableChecker(0)], ids=["function", "object"])
-@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
-def test_checker_copies(impl, checker, how):
-    if side_without_checker(impl):
-        return
-    retry = make_retry(impl, impl.backoff.ExponentialBackoff(2, 0.5), 3, is_retryable=checker)
-    if how == "pickle":
-        other = pickle.loads(pickle.dumps(retry))
-    else:
-        other = getattr(copy, how)(retry)
-    assert type(other) is type(retry)
-    assert other == retry and hash(other) == hash(retry)
-    assert other._is_retryable == checker
-    assert (other._is_retryable is checker) is (how == "copy" or checker is _never)
-
-
 def test_repr_shows_a_checker(c_impl):
-    retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 3, is_retryable=_never)
+    retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 3, is_retryable=never)
     errors = retry._supported_errors
     assert repr(retry) == (
-        f"Retry(NoBackoff(), 3, supported_errors={errors!r}, is_retryable={_never!r})"
+        f"Retry(NoBackoff(), 3, supported_errors={errors!r}, is_retryable={never!r})"
     )
 
 

@@ -22,11 +22,10 @@ import pytest
 import redis.asyncio
 import redis.asyncio.retry
 import redis.exceptions
+from support import Conn
 
 import redis_backoff_c
 import redis_backoff_c.asyncio.retry
-
-Conn = redis.exceptions.ConnectionError
 
 # redis-py 8.2 added _to_async_retry; before it, the asyncio clients took
 # any retry as given, which test_asyncio_clients_keep_the_retry checks on
@@ -119,7 +118,7 @@ def call_forms(Retry, retry, flaky):
 FORMS = list(call_forms(None, None, Flaky()))
 
 
-def outcome(side, form, subclass=False):
+def form_outcome(side, form, subclass=False):
     Retry = side.asyncio_retry.Retry
     if subclass:
         Retry = type("SubRetry", (Retry,), {})
@@ -135,9 +134,9 @@ def outcome(side, form, subclass=False):
 @pytest.mark.parametrize("subclass", [False, True], ids=["Retry", "subclass"])
 @pytest.mark.parametrize("form", FORMS)
 def test_every_call_form_runs_the_retry(impl, reference, form, subclass):
-    seen = outcome(impl, form, subclass)
+    seen = form_outcome(impl, form, subclass)
     assert seen[0] == "ok"
-    assert seen == outcome(reference, form, subclass)
+    assert seen == form_outcome(reference, form, subclass)
 
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 import redis.exceptions
-from async_scenarios import run_on, suspend
+from support import run_on, suspend
 
 ConnectionError_ = redis.exceptions.ConnectionError
 
@@ -371,14 +371,14 @@ def test_generator_based_awaitables_do_not_grow_memory(c_impl, kind):
     # grow by a small object per run (seen with tracemalloc, 3.11).
     import tracemalloc
 
-    from async_scenarios import Scenario, play
+    from scenarios import Scenario, play
 
     scenario = Scenario(("conn", "ok"), **{f"{kind}_kind": "object"})
 
     def runs(count):
         for _ in range(count):
             with pytest.MonkeyPatch.context() as monkeypatch:
-                play(c_impl, scenario, monkeypatch)
+                play("asyncio", c_impl, scenario, monkeypatch)
 
     runs(20)
     gc.collect()

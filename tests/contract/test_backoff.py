@@ -7,7 +7,7 @@ import random
 
 import pytest
 import redis.backoff
-from support import ALL, CAPPED, LDEXP_RULE, exponential
+from support import ALL, CAPPED, LDEXP_RULE, exponential, other_side, outcome
 
 import redis_backoff_c.backoff
 
@@ -20,12 +20,6 @@ def default_instance(impl, name):
     if name == "ConstantBackoff":
         return make(impl, name, 0.25)
     return make(impl, name)
-
-
-def other_side(impl):
-    from support import IMPLEMENTATIONS
-
-    return IMPLEMENTATIONS["c" if impl.name == "redis-py" else "redis-py"]
 
 
 # ---- constructors and attributes ----
@@ -107,17 +101,6 @@ def test_writing_previous_backoff_changes_decorrelated(impl):
 
 
 # ---- compute ----
-
-
-def outcome(call):
-    """A value with its type, floats bit for bit, or the exception's type."""
-    try:
-        value = call()
-    except Exception as error:  # noqa: BLE001 - the type is the outcome
-        return ("raised", type(error))
-    if isinstance(value, float):
-        return ("value", float, value.hex())
-    return ("value", type(value), value)
 
 
 @pytest.mark.parametrize("failures", [0, 1, 2, 5, 6, 7, 10, 30, 1023, -1, -3, -1074, -2000])

@@ -14,7 +14,7 @@ import random
 
 import redis.backoff as reference
 from hypothesis import HealthCheck, given, settings, strategies as st
-from support import CAPPED, LDEXP_RULE
+from support import CAPPED, EXPONENTIAL, LDEXP_RULE, outcome
 
 import redis_backoff_c.backoff as c_backoff
 
@@ -40,17 +40,6 @@ failure_counts = st.one_of(
 )
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def outcome(call):
-    """What a call gives, in a form that compares floats bit for bit."""
-    try:
-        value = call()
-    except Exception as error:  # noqa: BLE001 - the type is the outcome
-        return ("raised", type(error))
-    if isinstance(value, float):
-        return ("value", float, value.hex())
-    return ("value", type(value), value)
 
 
 def run_sequence(module, name, cap, base, failures, seed):
@@ -117,7 +106,6 @@ def test_typical_configurations_are_bit_identical(name, cap, base, failures, see
 # through float() (a huge int overflows there, and _exponential makes that
 # inf too).  Under 8.0 and 8.1, which build the exact int 2**failures, the
 # old rule's domain, as test_compute_is_bit_identical checks it.
-EXPONENTIAL = [name for name in CAPPED if name != "DecorrelatedJitterBackoff"]
 if LDEXP_RULE:
     rule_reals = st.one_of(
         parameters,

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import redis.backoff as reference
 from hypothesis import HealthCheck, given, settings, strategies as st
-from support import CAPPED, LDEXP_RULE
+from support import CAPPED, LDEXP_RULE, outcome
 
 import redis_backoff_c.backoff as c_backoff
 
@@ -33,18 +33,6 @@ counts = st.one_of(
     st.integers(min_value=1000, max_value=20000), st.sampled_from([1023, 1024, 16384])
 )
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def outcome(call):
-    """What a call gives: its value and type (floats bit for bit), or the
-    type of what it raised."""
-    try:
-        value = call()
-    except Exception as error:  # noqa: BLE001 - the type is the outcome
-        return ("raised", type(error))
-    if isinstance(value, float):
-        return ("value", float, value.hex())
-    return ("value", type(value), value)
 
 
 def in_float_range(value):

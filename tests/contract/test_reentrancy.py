@@ -11,11 +11,7 @@ import gc
 import random
 
 import pytest
-import redis.exceptions
-from support import IMPLEMENTATIONS, LDEXP_RULE, patch_sleep
-
-Conn = redis.exceptions.ConnectionError
-SIDES = [IMPLEMENTATIONS["redis-py"], IMPLEMENTATIONS["c"]]
+from support import LDEXP_RULE, Conn, both, patch_sleep
 
 
 def fresh(value):
@@ -24,14 +20,7 @@ def fresh(value):
     return float(str(value))
 
 
-def both(play):
-    """play(impl) on both sides; the C side must give redis-py's result."""
-    expected, actual = (play(impl) for impl in SIDES)
-    assert actual == expected
-    return expected
-
-
-def outcome(call):
+def outcome_with_message(call):
     try:
         return ("value", call())
     except Exception as error:  # noqa: BLE001 - the type is the outcome
@@ -72,7 +61,10 @@ def test_eq_where_the_other_sides_field_replaces_ours():
 
         mine = impl.backoff.FullJitterBackoff(fresh(1.0), fresh(0.5))
         theirs = impl.backoff.FullJitterBackoff(Theirs(1.0), Theirs(0.5))
-        return [outcome(lambda: mine == theirs), outcome(lambda: theirs == mine)]
+        return [
+            outcome_with_message(lambda: mine == theirs),
+            outcome_with_message(lambda: theirs == mine),
+        ]
 
     both(play)
 
@@ -196,7 +188,7 @@ def test_base_whose_conversion_assigns_the_parameters():
 
             strategy = getattr(impl.backoff, name)(fresh(4.0), Base())
             random.seed(1)
-            results.append(outcome(lambda: strategy.compute(3)))
+            results.append(outcome_with_message(lambda: strategy.compute(3)))
             base = strategy._base  # Base() itself under 8.0 and 8.1
             results.append((strategy._cap, base if isinstance(base, float) else "Base"))
         return results
@@ -229,7 +221,9 @@ def run_retry(impl, monkeypatch, backoff, retries, script, fail_action=None, **k
             fail_action(retry, count, events)
 
     events.append(
-        outcome(lambda: retry.call_with_retry(do, fail, with_failure_count=True, **kwargs))
+        outcome_with_message(
+            lambda: retry.call_with_retry(do, fail, with_failure_count=True, **kwargs)
+        )
     )
     return events
 
@@ -286,7 +280,7 @@ def test_unbounded_recursion_through_fail_is_a_clean_recursion_error(monkeypatch
 
         patch_sleep(impl, monkeypatch)
         retry = impl.retry.Retry(impl.backoff.NoBackoff(), 3)
-        return outcome(lambda: retry.call_with_retry(do, fail))[:2]
+        return outcome_with_message(lambda: retry.call_with_retry(do, fail))[:2]
 
     assert both(play) == ("raised", "RecursionError")
 
@@ -313,7 +307,9 @@ def test_do_calls_call_with_retry_on_the_same_retry(monkeypatch):
                 retry.call_with_retry(inner_do, lambda e: events.append(("inner fail", str(e))))
             return step
 
-        events.append(outcome(lambda: retry.call_with_retry(do, lambda e: events.append(str(e)))))
+        events.append(
+            outcome_with_message(lambda: retry.call_with_retry(do, lambda e: events.append(str(e))))
+        )
         return events
 
     both(play)
@@ -365,7 +361,9 @@ def test_is_retryable_replaces_errors_and_backoff(monkeypatch):
             events.append("asked")
             return True
 
-        events.append(outcome(lambda: retry.call_with_retry(do, events.append, is_retryable)))
+        events.append(
+            outcome_with_message(lambda: retry.call_with_retry(do, events.append, is_retryable))
+        )
         return [e if isinstance(e, (str, tuple)) else str(e) for e in events]
 
     both(play)
@@ -434,9 +432,11 @@ def test_retry_eq_hash_repr_with_backoffs_that_replace_the_retrys_fields():
 
         retry = impl.retry.Retry(Sneaky(fresh(0.5)), 3, (Conn,))
         other = impl.retry.Retry(impl.backoff.ConstantBackoff(0.5), 3, (KeyError,))
-        results = [outcome(lambda: retry == other)]
+        results = [outcome_with_message(lambda: retry == other)]
         retry._backoff = Sneaky(fresh(0.5))
-        results.append(outcome(lambda: hash(retry) == hash((7, 3, frozenset((Conn,))))))
+        results.append(
+            outcome_with_message(lambda: hash(retry) == hash((7, 3, frozenset((Conn,)))))
+        )
         retry._backoff = Sneaky(fresh(0.5))
         repr(retry) if impl.name == "c" else None
         return results

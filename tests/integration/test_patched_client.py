@@ -22,6 +22,7 @@ import redis.connection
 import redis.exceptions
 import redis.retry
 from redis_server import RedisServer
+from support import ORIGINAL_ASYNC_RETRY, ORIGINAL_RETRY
 
 import redis_backoff_c
 import redis_backoff_c.backoff
@@ -29,9 +30,6 @@ import redis_backoff_c.backoff
 pytestmark = pytest.mark.skipif(
     redis_backoff_c.IMPLEMENTATION != "c", reason="patch() is a no-op without the C extension"
 )
-
-ORIGINAL_RETRY = redis.retry.Retry
-ORIGINAL_ASYNC_RETRY = redis.asyncio.retry.Retry
 
 
 def _c_retry(module_name, original):
