@@ -1,50 +1,110 @@
 /* The helpers below every concern: see args.h. */
 #include "args.h"
 
-int
-rbc_bind_args(const char *fname, const char *const *names, Py_ssize_t nnames,
-              PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-              PyObject **values)
+/* The index of parameter `key` of `sig`, or -1 with a TypeError. */
+static Py_ssize_t
+parameter_index(const rbc_signature *sig, PyObject *key)
 {
-    if (nargs > nnames) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s() takes at most %zd positional argument%s (%zd given)",
-                     fname, nnames, nnames == 1 ? "" : "s", nargs);
+    if (sig->count == 0) {
+        PyErr_Format(PyExc_TypeError, "%s() takes no arguments", sig->function);
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < sig->count; j++) {
+        if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, sig->names[j]) == 0) {
+            return j;
+        }
+    }
+    PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%S'", sig->function,
+                 key);
+    return -1;
+}
+
+/* The positional arguments, then one keyword at a time (keyword_value),
+ * then the check that every required one came. */
+static int
+bind_positional(const rbc_signature *sig, PyObject *const *args, Py_ssize_t nargs,
+                PyObject **values)
+{
+    if (nargs > sig->positional) {
+        if (sig->positional == 0) {
+            PyErr_Format(PyExc_TypeError, "%s() takes no arguments", sig->function);
+        }
+        else {
+            PyErr_Format(PyExc_TypeError,
+                         "%s() takes at most %zd positional argument%s (%zd given)",
+                         sig->function, sig->positional, sig->positional == 1 ? "" : "s", nargs);
+        }
         return -1;
     }
     for (Py_ssize_t i = 0; i < nargs; i++) {
         values[i] = args[i];
     }
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-        Py_ssize_t slot = -1;
-        for (Py_ssize_t j = 0; j < nnames && slot < 0; j++) {
-            if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0) {
-                slot = j;
-            }
-        }
-        if (slot < 0) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s() got an unexpected keyword argument '%U'", fname, key);
-            return -1;
-        }
-        if (slot < nargs) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s() got multiple values for argument '%s'", fname, names[slot]);
-            return -1;
-        }
-        values[slot] = args[nargs + k];
+    return 0;
+}
+
+static int
+bind_keyword(const rbc_signature *sig, Py_ssize_t nargs, PyObject *key, PyObject *value,
+             PyObject **values)
+{
+    Py_ssize_t slot = parameter_index(sig, key);
+    if (slot < 0) {
+        return -1;
     }
-    for (Py_ssize_t j = 0; j < nnames; j++) {
+    if (slot < nargs) {
+        PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'",
+                     sig->function, sig->names[slot]);
+        return -1;
+    }
+    values[slot] = value;
+    return 0;
+}
+
+static int
+check_required(const rbc_signature *sig, PyObject **values)
+{
+    for (Py_ssize_t j = 0; j < sig->count; j++) {
         if (values[j] == NULL) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s() missing required argument '%s' (pos %zd)",
-                         fname, names[j], j + 1);
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %zd)",
+                         sig->function, sig->names[j], j + 1);
             return -1;
         }
     }
     return 0;
+}
+
+int
+rbc_bind_keywords(const rbc_signature *sig, PyObject *const *args, Py_ssize_t nargs,
+                  PyObject *kwnames, PyObject **values)
+{
+    if (bind_positional(sig, args, nargs, values) < 0) {
+        return -1;
+    }
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        if (bind_keyword(sig, nargs, PyTuple_GET_ITEM(kwnames, k), args[nargs + k], values) < 0) {
+            return -1;
+        }
+    }
+    return check_required(sig, values);
+}
+
+int
+rbc_bind_tuple(const rbc_signature *sig, PyObject *args, PyObject *kwds, PyObject **values)
+{
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (bind_positional(sig, &PyTuple_GET_ITEM(args, 0), nargs, values) < 0) {
+        return -1;
+    }
+    /* The call's own dict and tuple, which no other code holds: the
+     * borrowed references stay valid while the caller runs. */
+    Py_ssize_t position = 0;
+    PyObject *key, *value;
+    while (kwds != NULL && PyDict_Next(kwds, &position, &key, &value)) {
+        if (bind_keyword(sig, nargs, key, value, values) < 0) {
+            return -1;
+        }
+    }
+    return check_required(sig, values);
 }
 
 int

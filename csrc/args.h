@@ -6,14 +6,49 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* Bind args[0:nargs] and the keywords named in kwnames to the
- * positional-or-keyword parameters `names[0:nnames]`.  values[] holds the
- * defaults on entry (NULL for a required parameter) and borrowed
- * references to the bound arguments on return.  Returns 0, or -1 with a
- * TypeError in CPython's words, naming `fname`. */
-int rbc_bind_args(const char *fname, const char *const *names, Py_ssize_t nnames,
-                  PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                  PyObject **values);
+/* A signature, written once, next to the function it belongs to: the
+ * parameter names in order, how many of them may also come by position
+ * (the rest are keyword-only), and the function's name for messages.  It
+ * drives both binders below: vectorcall / METH_FASTCALL and tp_init.  Its
+ * text form (for __text_signature__ and the docstring) is written beside
+ * it, and a test holds the two to each other (tests/c_only/test_signatures.py). */
+typedef struct {
+    const char *function;
+    const char *const *names;
+    Py_ssize_t count;
+    Py_ssize_t positional;
+} rbc_signature;
+
+int rbc_bind_keywords(const rbc_signature *sig, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames, PyObject **values);
+
+/* Bind args[0:nargs] and the keywords named in kwnames to the parameters
+ * of `sig`.  values[] holds the defaults on entry (NULL for a required
+ * parameter) and borrowed references to the bound arguments on return.
+ * Returns 0, or -1 with a TypeError in CPython's words.  Inline, for the
+ * usual call by position (compute(n), call_with_retry(do, fail)), the one
+ * fast path of every binding. */
+static inline int
+rbc_bind(const rbc_signature *sig, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+         PyObject **values)
+{
+    if (kwnames == NULL && nargs <= sig->positional) {
+        for (Py_ssize_t i = 0; i < nargs; i++) {
+            values[i] = args[i];
+        }
+        Py_ssize_t j = nargs;
+        while (j < sig->count && values[j] != NULL) {
+            j++;
+        }
+        if (j == sig->count) {
+            return 0;
+        }
+    }
+    return rbc_bind_keywords(sig, args, nargs, kwnames, values);
+}
+
+/* The same for tp_init's (args tuple, kwds dict or NULL). */
+int rbc_bind_tuple(const rbc_signature *sig, PyObject *args, PyObject *kwds, PyObject **values);
 
 /* Is `obj` a real number: int, float, bool, or has __float__ / __index__? */
 int rbc_is_real_number(PyObject *obj);

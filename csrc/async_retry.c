@@ -117,8 +117,7 @@ static PyMethodDef async_retry_methods[] = {
 };
 
 static PyType_Slot async_retry_slots[] = {
-    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=..., is_retryable=None, *,\n"
-                        "      deadline=None, budget=None, stats=None)\n--\n\n"
+    {Py_tp_doc, (void *)RBC_RETRY_TEXT_SIGNATURE
                         "Retry an awaited operation up to `retries` times (forever when < 0)\n"
                         "after an error in `supported_errors` (default: redis ConnectionError\n"
                         "and TimeoutError), awaiting asyncio.sleep(backoff.compute(failures))\n"

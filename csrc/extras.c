@@ -91,15 +91,14 @@ positive_value(const char *owner, const char *name, PyObject *value, int allow_i
 /* ---------------------------------------------------------------------- */
 /* RetryBudget                                                             */
 
-static const char *const budget_names[] = {"max_tokens", "token_ratio"};
+static const char *const budget_parameters[] = {"max_tokens", "token_ratio"};
+static const rbc_signature budget_signature = {"RetryBudget", budget_parameters, 2, 2};
 
 static PyObject *
 budget_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     PyObject *values[2] = {NULL, NULL};
-    if (rbc_bind_args("RetryBudget", budget_names, 2, args, PyVectorcall_NARGS(nargsf), kwnames,
-                      values)
-        < 0) {
+    if (rbc_bind(&budget_signature, args, PyVectorcall_NARGS(nargsf), kwnames, values) < 0) {
         return NULL;
     }
     double max_tokens, token_ratio;

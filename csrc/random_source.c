@@ -214,13 +214,16 @@ seed_from_urandom(uint64_t *seed)
     return 0;
 }
 
+static const char *const set_random_source_parameters[] = {"name", "seed"};
+static const rbc_signature set_random_source_signature = {"set_random_source",
+                                                          set_random_source_parameters, 2, 2};
+
 PyObject *
 rbc_set_random_source(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames)
 {
-    static const char *const names[] = {"name", "seed"};
     PyObject *values[2] = {NULL, Py_None};
-    if (rbc_bind_args("set_random_source", names, 2, args, nargs, kwnames, values) < 0) {
+    if (rbc_bind(&set_random_source_signature, args, nargs, kwnames, values) < 0) {
         return NULL;
     }
     PyObject *name = values[0], *seed = values[1];

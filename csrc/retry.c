@@ -263,8 +263,7 @@ retry_hash(PyObject *self)
 /* clang-format off */
 
 static PyType_Slot retry_slots[] = {
-    {Py_tp_doc, (void *)"Retry(backoff, retries, supported_errors=..., is_retryable=None, *,\n"
-                        "      deadline=None, budget=None, stats=None)\n--\n\n"
+    {Py_tp_doc, (void *)RBC_RETRY_TEXT_SIGNATURE
                         "Retry an operation up to `retries` times (forever when < 0) after an\n"
                         "error in `supported_errors` (default: redis ConnectionError and\n"
                         "TimeoutError, socket.timeout), sleeping backoff.compute(failures)\n"

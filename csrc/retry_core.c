@@ -267,10 +267,22 @@ retry_new_exact(const rbc_retry_flavor *fl, PyObject *type, PyObject *backoff, P
 
 /* The four of redis-py (is_retryable: 8.2's, accepted whatever redis-py
  * is installed), then the keyword-only extras. */
-static const char *const init_names[] = {"backoff", "retries", "supported_errors", "is_retryable",
-                                         "deadline", "budget", "stats"};
-#define INIT_POSITIONAL 4
-#define INIT_NAMES 7
+static const char *const retry_parameters[] = {
+    "backoff", "retries", "supported_errors", "is_retryable", "deadline", "budget", "stats"};
+/* Its text form is RBC_RETRY_TEXT_SIGNATURE (retry_core.h). */
+static const rbc_signature retry_signature = {"Retry", retry_parameters, 7, 4};
+
+/* The parameters' defaults for flavor `fl`, into values[7]. */
+static void
+retry_defaults(const rbc_retry_flavor *fl, PyObject **values)
+{
+    values[0] = NULL;
+    values[1] = NULL;
+    values[2] = fl->default_errors;
+    for (int i = 3; i < 7; i++) {
+        values[i] = Py_None;
+    }
+}
 
 /* The extras given (not None): set them, after the parameters. */
 static int
@@ -296,19 +308,9 @@ retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const *ar
         && rbc_small_int_value(args[1], &small)) {
         return retry_new_exact(fl, type, args[0], args[1], small);
     }
-    PyObject *values[INIT_NAMES] = {NULL, NULL, fl->default_errors, Py_None,
-                                    Py_None, Py_None, Py_None};
-    if (nargs == 2 && kwnames == NULL) {
-        values[0] = args[0];
-        values[1] = args[1];
-    }
-    else if (nargs > INIT_POSITIONAL) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s() takes at most %d positional arguments (%zd given)", fl->name,
-                     INIT_POSITIONAL, nargs);
-        return NULL;
-    }
-    else if (rbc_bind_args(fl->name, init_names, INIT_NAMES, args, nargs, kwnames, values) < 0) {
+    PyObject *values[7];
+    retry_defaults(fl, values);
+    if (rbc_bind(&retry_signature, args, nargs, kwnames, values) < 0) {
         return NULL;
     }
     PyObject *self = rbc_retry_new(fl, (PyTypeObject *)type);
@@ -386,14 +388,13 @@ rbc_retry_flavor_type_new(rbc_retry_flavor *fl, PyObject *module, PyType_Spec *s
 int
 rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"backoff", "retries", "supported_errors", "is_retryable",
-                             "deadline", "budget", "stats", NULL};
-    PyObject *backoff, *retries, *errors = NULL, *checker = Py_None;
-    PyObject *deadline = Py_None, *budget = Py_None, *stats = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|OO$OOO:Retry", kwlist, &backoff, &retries,
-                                     &errors, &checker, &deadline, &budget, &stats)) {
+    PyObject *values[7];
+    retry_defaults(fl, values);
+    if (rbc_bind_tuple(&retry_signature, args, kwds, values) < 0) {
         return -1;
     }
+    PyObject *backoff = values[0], *retries = values[1], *errors = values[2];
+    PyObject *checker = values[3], *deadline = values[4], *budget = values[5], *stats = values[6];
     /* __init__ again on an object: the checker is the one given now, as
      * redis-py's __init__ sets _is_retryable (None when not given). */
     if (rbc_retry_set_parameters(fl, RETRY(self), backoff, retries, errors, checker) < 0) {
@@ -598,13 +599,21 @@ rbc_retry_get_retries(PyObject *self, PyObject *unused)
     return field_or_none(RETRY(self)->retries);
 }
 
+static const char *const call_with_retry_parameters[] = {"do", "fail", "is_retryable",
+                                                         "with_failure_count"};
+const rbc_signature rbc_call_with_retry_signature = {"call_with_retry",
+                                                     call_with_retry_parameters, 4, 4};
+
+static const char *const update_retries_parameters[] = {"value"};
+static const rbc_signature update_retries_signature = {"update_retries",
+                                                       update_retries_parameters, 1, 1};
+
 PyObject *
 rbc_retry_update_retries(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames)
 {
-    static const char *const names[] = {"value"};
     PyObject *value = NULL;
-    if (rbc_bind_args("update_retries", names, 1, args, nargs, kwnames, &value) < 0) {
+    if (rbc_bind(&update_retries_signature, args, nargs, kwnames, &value) < 0) {
         return NULL;
     }
     if (store_retries(self, value, "update_retries", "value") < 0) {
@@ -615,14 +624,16 @@ rbc_retry_update_retries(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 
 /* tuple(set(self._supported_errors + tuple(specified_errors))): the same
  * insertions into a set, so the same order as redis-py's. */
+static const char *const update_supported_errors_parameters[] = {"specified_errors"};
+static const rbc_signature update_supported_errors_signature = {
+    "update_supported_errors", update_supported_errors_parameters, 1, 1};
+
 PyObject *
 rbc_retry_update_supported_errors(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
-    static const char *const names[] = {"specified_errors"};
     PyObject *specified = NULL;
-    if (rbc_bind_args("update_supported_errors", names, 1, args, nargs, kwnames, &specified)
-        < 0) {
+    if (rbc_bind(&update_supported_errors_signature, args, nargs, kwnames, &specified) < 0) {
         return NULL;
     }
     /* Read first, as redis-py's expression does: iterating the argument

@@ -68,7 +68,7 @@
 #include "state.h"
 #include "strategies.h" /* rbc_unpatched_strategy_kind, for rbc_retry_reset_backoff */
 
-#include "args.h" /* rbc_bind_args, for rbc_retry_bind_call */
+#include "args.h" /* rbc_bind, for rbc_retry_bind_call */
 
 /* The Retry object, for both flavors. */
 typedef struct {
@@ -126,6 +126,12 @@ PyTypeObject *rbc_retry_flavor_type_new(rbc_retry_flavor *fl, PyObject *module,
  * subclass (whose __init__ may differ) goes through tp_new and tp_init. */
 PyObject *rbc_retry_type_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
                                     PyObject *kwnames);
+/* The constructor's text signature, the start of both types' docstrings;
+ * its parameters are retry_signature's (retry_core.c). */
+#define RBC_RETRY_TEXT_SIGNATURE                                            \
+    "Retry(backoff, retries, supported_errors=..., is_retryable=None, *,\n" \
+    "      deadline=None, budget=None, stats=None)\n--\n\n"
+
 /* tp_init: the same parameters. */
 int rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args,
                         PyObject *kwds);
@@ -217,21 +223,17 @@ rbc_retry_check_callable(PyObject *obj, const char *name)
  * values[0..3] get borrowed references to the arguments (the defaults for
  * those not given), do and fail checked callable.  0, or -1 with
  * TypeError.  Inline: every call_with_retry, sync and asyncio, binds here. */
+extern const rbc_signature rbc_call_with_retry_signature;
+
 static inline int
 rbc_retry_bind_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                     PyObject *values[4])
 {
-    static const char *const names[] = {"do", "fail", "is_retryable", "with_failure_count"};
     values[0] = NULL;
     values[1] = NULL;
     values[2] = Py_None;
     values[3] = Py_False;
-    if (kwnames == NULL && nargs >= 2 && nargs <= 4) {
-        for (Py_ssize_t i = 0; i < nargs; i++) {
-            values[i] = args[i];
-        }
-    }
-    else if (rbc_bind_args("call_with_retry", names, 4, args, nargs, kwnames, values) < 0) {
+    if (rbc_bind(&rbc_call_with_retry_signature, args, nargs, kwnames, values) < 0) {
         return -1;
     }
     return rbc_retry_check_callable(values[0], "do") < 0

@@ -54,16 +54,6 @@ typedef struct {
 #define CAPPED(op) ((CappedObject *)(op))
 #define DECORRELATED(op) ((DecorrelatedObject *)(op))
 
-static const char *const type_names[RBC_STRATEGY_COUNT] = {
-    "ConstantBackoff",
-    "NoBackoff",
-    "ExponentialBackoff",
-    "FullJitterBackoff",
-    "EqualJitterBackoff",
-    "DecorrelatedJitterBackoff",
-    "ExponentialWithJitterBackoff",
-};
-
 /* pow() through a pointer the compiler cannot see through, so that no
  * optimiser rewrites pow(2.0, x) as exp2(x): Python's float ** calls the C
  * library's pow, and so do we. */
@@ -902,17 +892,15 @@ rbc_strategy_atomic_copy(rbc_state *st, PyObject *backoff, int kind)
 }
 
 /* The compute(failures) method: one positional or keyword argument. */
+static const char *const compute_parameters[] = {"failures"};
+static const rbc_signature compute_signature = {"compute", compute_parameters, 1, 1};
+
 static inline int
 compute_argument(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                  PyObject **failures)
 {
-    if (nargs == 1 && kwnames == NULL) {
-        *failures = args[0];
-        return 0;
-    }
-    static const char *const names[] = {"failures"};
     *failures = NULL;
-    return rbc_bind_args("compute", names, 1, args, nargs, kwnames, failures);
+    return rbc_bind(&compute_signature, args, nargs, kwnames, failures);
 }
 
 /* What every compute() method does first: bind `failures`, then find the
@@ -1029,8 +1017,32 @@ strategy_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return self;
 }
 
-static const char *const capped_names[] = {"cap", "base"};
-static const char *const constant_names[] = {"backoff"};
+/* The constructors' signatures, by kind; their text forms open the types'
+ * docstrings (strategy_slots below). */
+static const char *const capped_parameters[] = {"cap", "base"};
+static const char *const constant_parameters[] = {"backoff"};
+static const rbc_signature constructor_signatures[RBC_STRATEGY_COUNT] = {
+    [RBC_CONSTANT] = {"ConstantBackoff", constant_parameters, 1, 1},
+    [RBC_NO_BACKOFF] = {"NoBackoff", NULL, 0, 0},
+    [RBC_EXPONENTIAL] = {"ExponentialBackoff", capped_parameters, 2, 2},
+    [RBC_FULL_JITTER] = {"FullJitterBackoff", capped_parameters, 2, 2},
+    [RBC_EQUAL_JITTER] = {"EqualJitterBackoff", capped_parameters, 2, 2},
+    [RBC_DECORRELATED_JITTER] = {"DecorrelatedJitterBackoff", capped_parameters, 2, 2},
+    [RBC_EXPONENTIAL_WITH_JITTER] = {"ExponentialWithJitterBackoff", capped_parameters, 2, 2},
+};
+
+/* The signature of the C type `type` is or derives from. */
+static const rbc_signature *
+constructor_signature(rbc_strategies_state *ss, PyTypeObject *type)
+{
+    for (; type != NULL; type = type->tp_base) {
+        int kind = rbc_strategy_type_kind(ss, type);
+        if (kind >= 0) {
+            return &constructor_signatures[kind];
+        }
+    }
+    return &constructor_signatures[RBC_CONSTANT];
+}
 
 static const char *
 short_type_name(PyTypeObject *type)
@@ -1054,18 +1066,14 @@ capped_set_parameters(PyObject *self, PyObject *cap, PyObject *base)
 static int
 capped_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"cap", "base", NULL};
-    PyObject *cap = NULL, *base = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO:__init__", kwlist, &cap, &base)) {
-        return -1;
-    }
     rbc_state *st = rbc_state_of(self);
     if (st == NULL) {
         return -1;
     }
-    if (capped_set_parameters(self, cap ? cap : st->strategies.default_cap,
-                              base ? base : st->strategies.default_base)
-        < 0) {
+    PyObject *values[2] = {st->strategies.default_cap, st->strategies.default_base};
+    if (rbc_bind_tuple(constructor_signature(&st->strategies, Py_TYPE(self)), args, kwds, values)
+            < 0
+        || capped_set_parameters(self, values[0], values[1]) < 0) {
         return -1;
     }
     if (PyObject_TypeCheck(self, st->strategies.types[RBC_DECORRELATED_JITTER])) {
@@ -1077,28 +1085,22 @@ capped_init(PyObject *self, PyObject *args, PyObject *kwds)
 static int
 constant_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"backoff", NULL};
-    PyObject *backoff;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:__init__", kwlist, &backoff)) {
+    rbc_state *st = rbc_state_of(self);
+    if (st == NULL) {
         return -1;
     }
-    if (rbc_check_real(short_type_name(Py_TYPE(self)), "backoff", backoff) < 0) {
+    const rbc_signature *sig = constructor_signature(&st->strategies, Py_TYPE(self));
+    PyObject *value = NULL;
+    if (rbc_bind_tuple(sig, args, kwds, &value) < 0) {
         return -1;
     }
-    Py_SETREF(CONSTANT(self)->backoff, Py_NewRef(backoff));
-    return 0;
-}
-
-static int
-no_backoff_init(PyObject *self, PyObject *args, PyObject *kwds)
-{
-    if (!PyArg_ParseTuple(args, ":NoBackoff") || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "NoBackoff() takes no arguments");
-        }
+    if (sig->count == 0) { /* NoBackoff */
+        value = st->common.int_zero;
+    }
+    else if (rbc_check_real(short_type_name(Py_TYPE(self)), "backoff", value) < 0) {
         return -1;
     }
-    Py_SETREF(CONSTANT(self)->backoff, PyLong_FromLong(0));
+    Py_SETREF(CONSTANT(self)->backoff, Py_NewRef(value));
     return 0;
 }
 
@@ -1146,15 +1148,16 @@ strategy_vectorcall(PyObject *type_obj, PyObject *const *args, size_t nargsf,
     PyObject *values[2] = {NULL, NULL};
     int has_kw = kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0;
     if (type == ss->types[RBC_NO_BACKOFF]) {
-        if (nargs != 0 || has_kw) {
-            PyErr_SetString(PyExc_TypeError, "NoBackoff() takes no arguments");
+        if ((nargs != 0 || has_kw)
+            && rbc_bind(&constructor_signatures[RBC_NO_BACKOFF], args, nargs, kwnames, values)
+                   < 0) {
             return NULL;
         }
     }
     else if (type == ss->types[RBC_CONSTANT]) {
-        const char *name = short_type_name(type);
-        if (rbc_bind_args(name, constant_names, 1, args, nargs, kwnames, values) < 0
-            || rbc_check_real(name, "backoff", values[0]) < 0) {
+        const rbc_signature *sig = &constructor_signatures[RBC_CONSTANT];
+        if (rbc_bind(sig, args, nargs, kwnames, values) < 0
+            || rbc_check_real(sig->function, "backoff", values[0]) < 0) {
             return NULL;
         }
     }
@@ -1163,10 +1166,10 @@ strategy_vectorcall(PyObject *type_obj, PyObject *const *args, size_t nargsf,
         values[1] = ss->default_base;
         /* ExponentialBackoff(): the defaults, known to be floats. */
         if (nargs != 0 || has_kw) {
-            const char *name = short_type_name(type);
-            if (rbc_bind_args(name, capped_names, 2, args, nargs, kwnames, values) < 0
-                || rbc_check_real(name, "cap", values[0]) < 0
-                || rbc_check_real(name, "base", values[1]) < 0) {
+            const rbc_signature *sig = constructor_signature(ss, type);
+            if (rbc_bind(sig, args, nargs, kwnames, values) < 0
+                || rbc_check_real(sig->function, "cap", values[0]) < 0
+                || rbc_check_real(sig->function, "base", values[1]) < 0) {
                 return NULL;
             }
         }
@@ -1674,7 +1677,7 @@ static PyType_Slot constant_slots[] = {
 /* NoBackoff subclasses ConstantBackoff and inherits the other slots. */
 static PyType_Slot no_backoff_slots[] = {
     {Py_tp_doc, (void *)"NoBackoff()\n--\n\nNo delay: ConstantBackoff(0)."},
-    {Py_tp_init, no_backoff_init},
+    {Py_tp_init, constant_init},
     {Py_tp_repr, constant_repr},
     {Py_tp_traverse, constant_traverse},
     {Py_tp_clear, constant_clear},
@@ -1776,7 +1779,7 @@ import_redis_classes(rbc_strategies_state *ss)
     }
     int status = 0;
     for (int kind = 0; kind < RBC_STRATEGY_COUNT && status == 0; kind++) {
-        ss->redis_classes[kind] = PyObject_GetAttrString(redis_backoff, type_names[kind]);
+        ss->redis_classes[kind] = PyObject_GetAttrString(redis_backoff, constructor_signatures[kind].function);
         status = ss->redis_classes[kind] == NULL ? -1 : 0;
     }
     if (status == 0) {
@@ -1871,7 +1874,7 @@ record_unpatched_methods(rbc_strategies_state *ss, int kind)
     ss->unpatched_reset[kind] = Py_XNewRef(own_method(ss, type, ss->str_reset));
     if (ss->unpatched_compute[kind] == NULL || ss->unpatched_reset[kind] == NULL) {
         if (!PyErr_Occurred()) {
-            PyErr_Format(PyExc_SystemError, "%s has no compute or reset", type_names[kind]);
+            PyErr_Format(PyExc_SystemError, "%s has no compute or reset", constructor_signatures[kind].function);
         }
         return -1;
     }
@@ -1900,7 +1903,7 @@ rbc_strategies_init(rbc_state *st, PyObject *module)
         if (record_unpatched_methods(ss, kind) < 0) {
             return -1;
         }
-        if (PyModule_AddObjectRef(module, type_names[kind], (PyObject *)type) < 0) {
+        if (PyModule_AddObjectRef(module, constructor_signatures[kind].function, (PyObject *)type) < 0) {
             return -1;
         }
     }
