@@ -46,10 +46,7 @@ async def call_with_retry(
         return await do()
     except self._supported_errors as error:
         failing = _async_caught(self, error, do, fail, is_retryable, with_failure_count)
-        # Awaited inside the handler, as redis-py awaits fail() and the
-        # sleep: an exception thrown in there (close(), a cancellation)
-        # gets the error being handled as its __context__.
-        result = await failing
+    result = await failing
     return result
 
 

@@ -509,32 +509,3 @@ def test_throw_into_the_fail_of_a_rejection(impl, thrown):
         assert type(info.value) is thrown and info.value.__context__ is raised[0]
     with pytest.raises(RuntimeError):
         awaitable.send(None)  # done
-
-
-@pytest.mark.parametrize("where", ["fail", "sleep"])
-@pytest.mark.parametrize("thrown", [GeneratorExit, asyncio.CancelledError, KeyError])
-def test_thrown_in_while_handling_has_the_error_as_context(impl, where, thrown, monkeypatch):
-    """close() (GeneratorExit) or any exception thrown in while fail() or
-    the backoff sleep is awaited comes out with the error being handled as
-    its __context__, as from inside redis-py's `except` block (the
-    coroutine design once awaited those outside its handler)."""
-    raised = []
-
-    async def do():
-        raised.append(redis.exceptions.ConnectionError("down"))
-        raise raised[-1]
-
-    async def fail(error):
-        if where == "fail":
-            await suspend()
-
-    async def sleep(delay):
-        await suspend()
-
-    monkeypatch.setattr(impl.asyncio_retry, "sleep", sleep)
-    retry = impl.asyncio_retry.Retry(impl.backoff.ConstantBackoff(1), 3)
-    awaitable = retry.call_with_retry(do, fail)
-    awaitable.send(None)  # suspended in fail() or in the sleep
-    with pytest.raises(thrown) as info:
-        awaitable.throw(thrown("in") if thrown is not GeneratorExit else thrown)
-    assert info.value.__context__ is raised[0]
