@@ -590,10 +590,12 @@ def test_memo_key_whose_eq_frees_the_keep_alive_list():
     copied = report("deepcopy", lambda: copy.deepcopy(r, memo))
     print(copied == r)
     """
-    # redis-py's copy module consults the memo's keep-alive entry a number
-    # of times that varies, so its outcome does too: it finishes.
-    assert len(operations(run_scenario("redis-py", "Retry", body))) == 1
-    assert run_scenario("c", "Retry", body)[:2] == ["deepcopy ok", "True"]
+    # How often a dict store compares with the colliding key (and so
+    # whether D's entry is the one left in the memo for copy's own
+    # _keep_alive) depends on the dict's internals: either side copies or
+    # raises AttributeError, and survives (the previous code crashed here).
+    for side in SIDES:
+        assert len(operations(run_scenario(side, "Retry", body))) == 1
 
 
 def test_stats_state_whose_float_empties_the_state(c_impl):
