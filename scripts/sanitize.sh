@@ -101,7 +101,8 @@ mkdir -p "$src" "$logs"
 # The sources as they are in the work tree (uncommitted edits included),
 # without any build product.
 tar -C "$repo" --exclude='*.so' --exclude='*.o' --exclude='__pycache__' \
-    -cf - pyproject.toml setup.py MANIFEST.in README.md LICENSE csrc redis_backoff_c | tar -C "$src" -xf -
+    -cf - pyproject.toml setup.py MANIFEST.in README.md LICENSE csrc redis_backoff_c \
+    redis_backoff_c_pytest.py | tar -C "$src" -xf -
 
 say "building the extension with ASan + UBSan ($CC) and installing it into $VENV"
 export REDIS_BACKOFF_C_CFLAGS="-fsanitize=address,undefined,float-cast-overflow \
