@@ -42,7 +42,6 @@
 typedef enum {
     CALL_CREATED,     /* not started: the first send runs reset() and do() */
     CALL_CAUGHT,      /* not started, do() already raised `error` (async_coro.c) */
-    CALL_RESET,       /* not started, the backoff already reset (async_coro.c) */
     CALL_AWAIT_DO,    /* in `await do()` */
     CALL_AWAIT_FAIL,  /* in `await fail(...)`, handling `error` */
     CALL_REJECTING,   /* the same, the Retry's checker said no: `raise` next */
@@ -59,7 +58,11 @@ typedef struct {
     PyObject *with_failure_count; /* its truth is read at each failure */
     PyObject *inner;              /* the iterator awaited now, or NULL */
     PyObject *error;              /* the error handled in the fail/sleep phases */
-    rbc_state *state;             /* the module's, alive as long as our type is */
+    /* close() came while fail() or the sleep was awaited: the error then
+     * handled, the __context__ of the coroutine design's GeneratorExit
+     * (rbc_async_close_context). */
+    PyObject *closed_context;
+    rbc_state *state; /* the module's, alive as long as our type is */
     long long failures;
     rbc_call_extras extras; /* the call's deadline, fixed when it starts */
     call_phase phase;
@@ -440,8 +443,7 @@ refuse_reentry(call_object *self)
     return 0;
 }
 
-/* The first send: reset() (unless the coroutine design did it) and the
- * first `await do()`. */
+/* The first send: reset() and the first `await do()`. */
 static PySendResult
 start(call_object *self, PyObject *arg, PyObject **value)
 {
@@ -449,8 +451,7 @@ start(call_object *self, PyObject *arg, PyObject **value)
         PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started coroutine");
         return PYGEN_ERROR;
     }
-    if (self->phase == CALL_CREATED
-        && rbc_retry_reset_backoff(call_state(self), (rbc_retry_object *)self->retry) < 0) {
+    if (rbc_retry_reset_backoff(call_state(self), (rbc_retry_object *)self->retry) < 0) {
         finish(self);
         return PYGEN_ERROR;
     }
@@ -509,7 +510,6 @@ call_am_send(PyObject *op, PyObject *arg, PyObject **value)
     self->running = 1;
     switch (self->phase) {
     case CALL_CREATED:
-    case CALL_RESET:
         outcome = start(self, arg, value);
         break;
     case CALL_CAUGHT:
@@ -868,7 +868,6 @@ throw_outcome(call_object *self, PyObject *const *args, Py_ssize_t nargs, PyObje
     switch (self->phase) {
     case CALL_CREATED:
     case CALL_CAUGHT:
-    case CALL_RESET:
         /* Raised before the first line: nothing runs, the coroutine ends. */
         if (raise_thrown(args[0], nargs > 1 ? args[1] : NULL, nargs > 2 ? args[2] : NULL) == 0) {
             finish(self);
@@ -920,8 +919,7 @@ call_close(PyObject *op, PyObject *unused)
     if (refuse_reentry(self) < 0) {
         return NULL;
     }
-    if (self->phase == CALL_CREATED || self->phase == CALL_CAUGHT || self->phase == CALL_RESET
-        || self->phase == CALL_DONE) {
+    if (self->phase == CALL_CREATED || self->phase == CALL_CAUGHT || self->phase == CALL_DONE) {
         finish(self);
         Py_RETURN_NONE;
     }
@@ -944,11 +942,26 @@ call_close(PyObject *op, PyObject *unused)
 #endif
     }
     if (PyErr_ExceptionMatches(PyExc_GeneratorExit)) {
-        PyErr_Clear();
+        PyObject *exit_raised = rbc_exc_fetch();
+        Py_XSETREF(self->closed_context, PyException_GetContext(exit_raised));
+        Py_DECREF(exit_raised);
         Py_RETURN_NONE;
     }
     convert_stop_iteration();
     return NULL;
+}
+
+PyObject *
+rbc_async_close_context(rbc_state *st, PyObject *call)
+{
+    if (!Py_IS_TYPE(call, st->async.Call_type)) {
+        PyErr_Format(PyExc_TypeError, "_async_close_context() argument must be the awaitable of "
+                                      "_async_caught(), not %.200s",
+                     Py_TYPE(call)->tp_name);
+        return NULL;
+    }
+    PyObject *context = CALL(call)->closed_context;
+    return Py_NewRef(context != NULL ? context : Py_None);
 }
 
 static PyObject *
@@ -989,6 +1002,7 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
     self->with_failure_count = Py_NewRef(with_failure_count);
     self->inner = NULL;
     self->error = NULL;
+    self->closed_context = NULL;
     self->state = st;
     self->failures = 0;
     self->extras.deadline_at = 0.0;
@@ -1001,23 +1015,14 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
 }
 
 PyObject *
-rbc_async_call_new_reset(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail,
-                         PyObject *is_retryable, PyObject *with_failure_count)
-{
-    PyObject *op = rbc_async_call_new(st, retry, do_, fail, is_retryable, with_failure_count);
-    if (op != NULL) {
-        CALL(op)->phase = CALL_RESET;
-    }
-    return op;
-}
-
-PyObject *
 rbc_async_call_new_caught(rbc_state *st, PyObject *retry, PyObject *error, PyObject *do_,
-                          PyObject *fail, PyObject *is_retryable, PyObject *with_failure_count)
+                          PyObject *fail, PyObject *is_retryable, PyObject *with_failure_count,
+                          double deadline_at)
 {
     PyObject *op = rbc_async_call_new(st, retry, do_, fail, is_retryable, with_failure_count);
     if (op != NULL) {
         CALL(op)->error = Py_NewRef(error);
+        CALL(op)->extras.deadline_at = deadline_at;
         CALL(op)->phase = CALL_CAUGHT;
     }
     return op;
@@ -1035,6 +1040,7 @@ call_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->with_failure_count);
     Py_VISIT(self->inner);
     Py_VISIT(self->error);
+    Py_VISIT(self->closed_context);
     return 0;
 }
 
@@ -1044,6 +1050,7 @@ call_clear(PyObject *op)
     call_object *self = CALL(op);
     finish(self);
     Py_CLEAR(self->retry);
+    Py_CLEAR(self->closed_context);
     return 0;
 }
 
@@ -1093,6 +1100,7 @@ call_dealloc(PyObject *op)
         finish(self);
     }
     Py_CLEAR(self->retry);
+    Py_CLEAR(self->closed_context);
     /* An awaitable lives for one call_with_retry: keep its memory for the
      * next, unless the module is being cleared (Call_type gone) or the
      * finalizer ran (its "finalized" mark would stay on the memory, and

@@ -21,10 +21,10 @@ PyObject *rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_,
                              PyObject *fail, PyObject *is_retryable,
                              PyObject *with_failure_count);
 
-/* rbc_async_call_new for the native-coroutine design (async_coro.c),
- * which has already reset the backoff: the first send starts at do(). */
-PyObject *rbc_async_call_new_reset(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail,
-                                   PyObject *is_retryable, PyObject *with_failure_count);
+/* The error that was being handled (in fail() or the sleep) when `call`,
+ * an awaitable of this file, was closed, or None: what the coroutine
+ * design's GeneratorExit gets as __context__, as redis-py's does. */
+PyObject *rbc_async_close_context(rbc_state *st, PyObject *call);
 
 /* An awaitable that, when first sent to, handles `error` as the failure
  * of do()'s first try and goes on with the failure loop: the second half
@@ -32,6 +32,6 @@ PyObject *rbc_async_call_new_reset(rbc_state *st, PyObject *retry, PyObject *do_
  * already reset the backoff and awaited do() once. */
 PyObject *rbc_async_call_new_caught(rbc_state *st, PyObject *retry, PyObject *error,
                                     PyObject *do_, PyObject *fail, PyObject *is_retryable,
-                                    PyObject *with_failure_count);
+                                    PyObject *with_failure_count, double deadline_at);
 
 #endif

@@ -1,6 +1,7 @@
 /* The native-coroutine design's C half: see async_coro.h. */
 #include "async_coro.h"
 #include "async_call.h"
+#include "extras.h"
 #include "retry_core.h"
 
 /* The `expected` positional arguments of `func`, the first an asyncio
@@ -44,19 +45,46 @@ rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     /* Read after reset(), which may have set them, as the other design
      * and the sync loop read them. */
-    if (retry->extras != NULL) {
-        /* Deadline, budget or stats: the rest of the call is the C
-         * awaitable's, which keeps their accounting (extras.h). */
-        return rbc_async_call_new_reset(st, args[0], args[1], args[2], args[3], args[4]);
+    if (retry->extras == NULL) {
+        Py_RETURN_NONE;
     }
-    Py_RETURN_NONE;
+    /* Deadline, budget or stats: the call is counted and its deadline
+     * fixed now; the coroutine reports its success or its unhandled error,
+     * and hands the deadline to the failure loop. */
+    rbc_call_extras call;
+    rbc_extras_call_begin(retry->extras, &call);
+    if (call.deadline_at == 0.0) {
+        Py_RETURN_TRUE;
+    }
+    return PyFloat_FromDouble(call.deadline_at);
+}
+
+/* The deadline that _async_begin returned (None or True: none). */
+static int
+started_deadline(PyObject *started, double *deadline_at)
+{
+    *deadline_at = 0.0;
+    if (started == Py_None || started == Py_True) {
+        return 0;
+    }
+    if (!PyFloat_CheckExact(started)) {
+        PyErr_Format(PyExc_TypeError,
+                     "_async_caught() argument 'started' must be what _async_begin() returned, "
+                     "not %.200s",
+                     Py_TYPE(started)->tp_name);
+        return -1;
+    }
+    *deadline_at = PyFloat_AS_DOUBLE(started);
+    return 0;
 }
 
 PyObject *
 rbc_async_caught(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     rbc_state *st;
-    if (async_retry_args(module, args, nargs, 6, "_async_caught", &st) == NULL) {
+    double deadline_at;
+    if (async_retry_args(module, args, nargs, 7, "_async_caught", &st) == NULL
+        || started_deadline(args[6], &deadline_at) < 0) {
         return NULL;
     }
     if (!PyExceptionInstance_Check(args[1])) {
@@ -64,5 +92,42 @@ rbc_async_caught(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                      Py_TYPE(args[1])->tp_name);
         return NULL;
     }
-    return rbc_async_call_new_caught(st, args[0], args[1], args[2], args[3], args[4], args[5]);
+    return rbc_async_call_new_caught(st, args[0], args[1], args[2], args[3], args[4], args[5],
+                                     deadline_at);
+}
+
+/* The asyncio Retry in `arg`, or NULL with TypeError. */
+static rbc_retry_object *
+async_retry_only(PyObject *module, PyObject *arg, const char *func)
+{
+    rbc_state *st;
+    return async_retry_args(module, &arg, 1, 1, func, &st);
+}
+
+PyObject *
+rbc_async_closed_context(PyObject *module, PyObject *call)
+{
+    return rbc_async_close_context(rbc_get_state(module), call);
+}
+
+PyObject *
+rbc_async_succeeded(PyObject *module, PyObject *retry)
+{
+    rbc_retry_object *self = async_retry_only(module, retry, "_async_succeeded");
+    if (self == NULL) {
+        return NULL;
+    }
+    rbc_extras_call_succeeded(self->extras);
+    Py_RETURN_NONE;
+}
+
+PyObject *
+rbc_async_unhandled(PyObject *module, PyObject *retry)
+{
+    rbc_retry_object *self = async_retry_only(module, retry, "_async_unhandled");
+    if (self == NULL) {
+        return NULL;
+    }
+    rbc_extras_attempt_failed(self->extras, 0);
+    Py_RETURN_NONE;
 }

@@ -15,24 +15,44 @@
 #include "state.h"
 
 /* _async_begin(retry, do, fail, is_retryable, with_failure_count): the
- * checks and self._backoff.reset(), returning None; for a Retry with
- * extras (deadline, budget, stats) once reset() has returned, the C
- * awaitable of the rest of the call instead, for the coroutine to await. */
+ * checks and self._backoff.reset(); then None, or, for a Retry with extras
+ * (deadline, budget, stats) once reset() has returned, the call counted
+ * and True, or its deadline (monotonic seconds, a float), which the
+ * coroutine hands to _async_caught. */
 PyObject *rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-/* _async_caught(retry, error, do, fail, is_retryable, with_failure_count):
- * the awaitable of the failure loop, from the caught error on. */
+/* _async_caught(retry, error, do, fail, is_retryable, with_failure_count,
+ * started): the awaitable of the failure loop, from the caught error on;
+ * `started` is what _async_begin returned. */
 PyObject *rbc_async_caught(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* _async_succeeded(retry) and _async_unhandled(retry): the accounting of a
+ * call with extras whose first do() returned, or raised an error that is
+ * not retried (extras.h's hooks). */
+PyObject *rbc_async_succeeded(PyObject *module, PyObject *retry);
+/* _async_close_context(awaitable): for the GeneratorExit of close() that
+ * CPython raises in the coroutine's frame, at the await of the failure
+ * loop, outside any handler: the error being handled when it came. */
+PyObject *rbc_async_closed_context(PyObject *module, PyObject *call);
+PyObject *rbc_async_unhandled(PyObject *module, PyObject *retry);
 
 /* clang-format off */
 #define RBC_ASYNC_CORO_METHODS                                                    \
     {"_async_begin", (PyCFunction)(void (*)(void))rbc_async_begin, METH_FASTCALL, \
      "_async_begin(retry, do, fail, is_retryable, with_failure_count, /)\n--\n\n" \
      "Check do and fail, then reset retry._backoff (the coroutine design);\n"    \
-     "with extras, return the awaitable of the whole call instead."},             \
+     "with extras, count the call and return True or its deadline."},           \
     {"_async_caught", (PyCFunction)(void (*)(void))rbc_async_caught, METH_FASTCALL, \
-     "_async_caught(retry, error, do, fail, is_retryable, with_failure_count, /)\n--\n\n" \
+     "_async_caught(retry, error, do, fail, is_retryable, with_failure_count, started, /)\n--\n\n" \
      "An awaitable of the failure loop, starting from `error` raised by\n"        \
-     "do()'s first try (the coroutine design)."}
+     "do()'s first try (the coroutine design)."},                                 \
+    {"_async_succeeded", rbc_async_succeeded, METH_O,                             \
+     "_async_succeeded(retry, /)\n--\n\n"                                         \
+     "Count the success of a call with extras (the coroutine design)."},          \
+    {"_async_unhandled", rbc_async_unhandled, METH_O,                             \
+     "_async_unhandled(retry, /)\n--\n\n"                                         \
+     "Count an error that is not retried (the coroutine design)."},               \
+    {"_async_close_context", rbc_async_closed_context, METH_O,                    \
+     "_async_close_context(awaitable, /)\n--\n\n"                                 \
+     "The error being handled when the failure loop's awaitable was closed."}
 /* clang-format on */
 
 #endif

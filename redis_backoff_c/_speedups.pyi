@@ -237,7 +237,7 @@ def _async_begin(
     is_retryable: Callable[[Exception], bool] | None,
     with_failure_count: bool,
     /,
-) -> Coroutine[Any, Any, Any] | None: ...
+) -> bool | float | None: ...
 def _async_caught(
     retry: AsyncRetry,
     error: BaseException,
@@ -245,8 +245,12 @@ def _async_caught(
     fail: Callable[..., Any],
     is_retryable: Callable[[Exception], bool] | None,
     with_failure_count: bool,
+    started: bool | float | None,
     /,
 ) -> Coroutine[Any, Any, Any]: ...
+def _async_succeeded(retry: AsyncRetry, /) -> None: ...
+def _async_close_context(awaitable: Coroutine[Any, Any, Any], /) -> BaseException | None: ...
+def _async_unhandled(retry: AsyncRetry, /) -> None: ...
 
 # The installed redis-py's rules (redis_backoff_c._rules), handed over once
 # by redis_backoff_c._impl right after import; private.

@@ -5,18 +5,27 @@ On the CPythons where it is the faster of the two designs (see
 type's ``call_with_retry``.  Its success path is the interpreter's own
 ``await do()``, which CPython 3.12 and later run without leaving the
 interpreter or raising ``StopIteration``; everything else is C:
-``_async_begin`` checks ``do`` and ``fail`` and resets the backoff (or, for a
-``Retry`` with a deadline, budget or stats, returns the C awaitable of the
-whole call, which keeps their accounting), and on a
-supported error ``_async_caught`` returns the C awaitable of the failure
-loop (the checkers, ``fail``, the retries limit, ``compute``, the sleep,
-``do()`` again), started from the error caught here.
+``_async_begin`` checks ``do`` and ``fail`` and resets the backoff (and, for
+a ``Retry`` with a deadline, budget or stats, counts the call and returns
+its deadline, or True), and on a supported error ``_async_caught`` returns
+the C awaitable of the failure loop (the checkers, ``fail``, the retries
+limit, ``compute``, the sleep, ``do()`` again, the extras' accounting),
+started from the error caught here.  With extras, ``_async_succeeded`` and
+``_async_unhandled`` count how the first ``do()`` ended: one C call more
+than a plain ``Retry`` pays.
 """
 
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from redis_backoff_c._speedups import AsyncRetry, _async_begin, _async_caught
+from redis_backoff_c._speedups import (
+    AsyncRetry,
+    _async_begin,
+    _async_caught,
+    _async_close_context,
+    _async_succeeded,
+    _async_unhandled,
+)
 
 __all__ = ["call_with_retry"]
 
@@ -38,15 +47,42 @@ async def call_with_retry(
     awaited (failures + 1 as its count) and the error raised; then a false
     is_retryable(error) raises it at once (the argument is combined with the
     Retry's checker by AND)."""
-    whole = _async_begin(self, do, fail, is_retryable, with_failure_count)
-    if whole is not None:  # deadline, budget or stats: all in C
-        result: _T = await whole
-        return result
+    started = _async_begin(self, do, fail, is_retryable, with_failure_count)
+    if started is None:
+        try:
+            return await do()
+        except self._supported_errors as error:
+            failing = _async_caught(self, error, do, fail, is_retryable, with_failure_count, None)
+    else:
+        # Deadline, budget or stats: the same, and how the first do() ended
+        # is counted.  GeneratorExit (close() at the await) is not an
+        # attempt's outcome, as in the C awaitable.
+        try:
+            result: _T = await do()
+        except self._supported_errors as error:
+            failing = _async_caught(
+                self, error, do, fail, is_retryable, with_failure_count, started
+            )
+        except GeneratorExit:
+            raise
+        except BaseException:
+            _async_unhandled(self)
+            raise
+        else:
+            _async_succeeded(self)
+            return result
+    # The failure loop is awaited after the handler: do() on a retry raises
+    # with no __context__, as redis-py calls it in its try block.  close()
+    # there makes CPython close the loop and raise GeneratorExit in this
+    # frame, which handles no exception: the error that fail() or the sleep
+    # was handling becomes its __context__, as in redis-py's coroutine,
+    # whose awaits of them are inside its handler.
     try:
-        return await do()
-    except self._supported_errors as error:
-        failing = _async_caught(self, error, do, fail, is_retryable, with_failure_count)
-    result = await failing
+        result = await failing
+    except GeneratorExit as exit_raised:
+        if exit_raised.__context__ is None:
+            exit_raised.__context__ = _async_close_context(failing)
+        raise
     return result
 
 

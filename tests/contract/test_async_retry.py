@@ -20,6 +20,8 @@ import redis.retry
 from scenarios import ERRORS, RecordingBackoff, Scenario, play
 from support import REDIS_PY_HAS_CHECKER, never, run_on, side_without_checker, suspend
 
+import redis_backoff_c
+
 LOOPS = ["hand", "asyncio", "uvloop"]
 
 # (id, scenario): what do() does each call, and how the rest answers.
@@ -509,3 +511,36 @@ def test_throw_into_the_fail_of_a_rejection(impl, thrown):
         assert type(info.value) is thrown and info.value.__context__ is raised[0]
     with pytest.raises(RuntimeError):
         awaitable.send(None)  # done
+
+
+@pytest.mark.parametrize("stats", [False, True], ids=["plain", "stats"])
+@pytest.mark.parametrize("where", ["fail", "sleep"])
+@pytest.mark.parametrize("thrown", [GeneratorExit, asyncio.CancelledError, KeyError])
+def test_thrown_in_while_handling_has_the_error_as_context(impl, where, thrown, stats, monkeypatch):
+    """close() (GeneratorExit) or any exception thrown in while fail() or
+    the backoff sleep is awaited comes out with the error being handled as
+    its __context__, as from inside redis-py's `except` block (the
+    coroutine design awaits them outside its handler, and once lost it for
+    close()).  With stats (the C types' extra; redis-py has none) too."""
+    raised = []
+
+    async def do():
+        raised.append(redis.exceptions.ConnectionError("down"))
+        raise raised[-1]
+
+    async def fail(error):
+        if where == "fail":
+            await suspend()
+
+    async def sleep(delay):
+        await suspend()
+
+    monkeypatch.setattr(impl.asyncio_retry, "sleep", sleep)
+    retry = impl.asyncio_retry.Retry(impl.backoff.ConstantBackoff(1), 3)
+    if stats and impl.name == "c":
+        retry.stats = redis_backoff_c.RetryStats()
+    awaitable = retry.call_with_retry(do, fail)
+    awaitable.send(None)  # suspended in fail() or in the sleep
+    with pytest.raises(thrown) as info:
+        awaitable.throw(thrown("in") if thrown is not GeneratorExit else thrown)
+    assert info.value.__context__ is raised[0]
