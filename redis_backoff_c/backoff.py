@@ -11,6 +11,7 @@ import redis.backoff as _redis_backoff
 from redis.backoff import AbstractBackoff
 
 from redis_backoff_c._impl import speedups
+from redis_backoff_c._namespace import mirror as _mirror
 
 if speedups is not None:
     from redis_backoff_c._speedups import (
@@ -68,3 +69,6 @@ __all__ = [
     "NoBackoff",
     "default_backoff",
 ]
+
+# Every other public name of the installed redis.backoff (redis_backoff_c._namespace).
+_mirror(globals(), _redis_backoff)

@@ -23,6 +23,7 @@ from time import sleep
 import redis.retry as _redis_retry
 
 from redis_backoff_c._impl import speedups
+from redis_backoff_c._namespace import mirror as _mirror
 
 if speedups is not None:
     from redis_backoff_c._speedups import Retry
@@ -38,3 +39,9 @@ def _sleep_through_redis_retry(delay: float) -> None:
     """``redis.retry.sleep(delay)``, looked up at each call: ``sleep`` here
     while patched (see the module documentation)."""
     _redis_retry.sleep(delay)
+
+
+# Every other public name of the installed redis.retry: AbstractRetry, the
+# errors it retries by default, redis-py 8.2's is_retryable_connect_error
+# (redis_backoff_c._namespace).
+_mirror(globals(), _redis_retry)

@@ -50,6 +50,7 @@ from collections.abc import Awaitable
 import redis.asyncio.retry as _redis_asyncio_retry
 
 from redis_backoff_c._impl import speedups
+from redis_backoff_c._namespace import mirror as _mirror
 
 # DESIGN is ours, not redis-py's: left out of __all__, which mirrors
 # redis.asyncio.retry's names.
@@ -93,3 +94,7 @@ else:
     from redis_backoff_c._extras_py import AsyncRetry as Retry  # type: ignore[assignment]
 
     DESIGN = "python"
+
+# Every other public name of the installed redis.asyncio.retry
+# (redis_backoff_c._namespace).
+_mirror(globals(), _redis_asyncio_retry)

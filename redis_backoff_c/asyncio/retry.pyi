@@ -8,6 +8,12 @@
 from asyncio import sleep as sleep
 from typing import Literal
 
+from redis.exceptions import ConnectionError as ConnectionError, TimeoutError as TimeoutError
+
+# redis.asyncio.retry's other public names, redis-py's own objects at run
+# time (redis_backoff_c._namespace).
+from redis.retry import AbstractRetry as AbstractRetry
+
 from redis_backoff_c._speedups import AsyncRetry as Retry
 
 # Which design serves call_with_retry on this interpreter ("python" without
