@@ -23,7 +23,7 @@ import pytest
 import redis.exceptions
 import redis.retry
 from leakcheck import assert_no_leak
-from support import EXTRAS
+from support import EXTRAS, FLAVORS, never
 
 import redis_backoff_c
 import redis_backoff_c.asyncio.retry as async_retry_module
@@ -46,14 +46,15 @@ STAT_KEYS = [
 ]
 
 
-class Flavor:
-    """call_with_retry driven the same way on the sync and asyncio Retry:
-    `do` and `fail` are plain functions; the asyncio flavor wraps them in
-    coroutines.  `real_sleep` chooses whether the backoff really sleeps;
-    `slept` records the delays either way."""
+class ExtrasFlavor:
+    """support.Flavor's way of running call_with_retry (plain `do` and
+    `fail`, wrapped in coroutines for asyncio), over the extras' Retry
+    types (the C ones or the twin), with the backoff's sleeps recorded in
+    `slept`, and slept only when `real_sleep` is set."""
 
     def __init__(self, name, monkeypatch, extras):
         self.name = name
+        self.runner = FLAVORS[name]
         self.slept = []
         self.real_sleep = False
         if name == "sync":
@@ -76,25 +77,12 @@ class Flavor:
             monkeypatch.setattr(async_retry_module, "sleep", asleep)
 
     def call(self, retry, do, fail=None, **kwargs):
-        fail = fail or (lambda error: None)
-        if self.name == "sync":
-            return retry.call_with_retry(do, fail, **kwargs)
-
-        async def ado():
-            return do()
-
-        async def afail(*args):
-            return fail(*args)
-
-        async def main():
-            return await retry.call_with_retry(ado, afail, **kwargs)
-
-        return asyncio.run(main())
+        return self.runner.call(retry, do, fail or (lambda error: None), **kwargs)
 
 
 @pytest.fixture(params=["sync", "asyncio"])
 def flavor(request, monkeypatch, extras):
-    return Flavor(request.param, monkeypatch, extras)
+    return ExtrasFlavor(request.param, monkeypatch, extras)
 
 
 def failing(errors, then=None):
@@ -219,11 +207,6 @@ def test_subclass_init_takes_the_extras(flavor, extras):
     assert (retry.is_retryable, retry.stats) == (never, stats)
     retry.__init__(NoBackoff(), 2)  # as redis-py's __init__: the checker given now, none
     assert retry.is_retryable is None
-
-
-def never(error):
-    """The Retry's checker that retries nothing."""
-    return False
 
 
 # ---------------------------------------------------------------- ==, hash, repr
