@@ -47,8 +47,11 @@ an asyncio Retry, the C one included (its ``call_with_retry`` is a coroutine
 function to ``inspect``), so a patched asyncio client runs the C Retry it was
 given, extras and all. It converts a synchronous Retry, with redis-py's
 ``UserWarning``, into the ``Retry`` its module names: while patched, a C
-asyncio Retry with the same backoff, retries, errors and ``is_retryable``
-(not the extras, which redis-py does not copy).
+asyncio Retry with the same backoff, retries, errors and ``is_retryable``,
+and, since redis-py copies only those four, patch() puts in every name bound
+to ``_to_async_retry`` a wrapper that also gives the converted Retry the
+extras of the C Retry it came from (the same deadline, budget and stats
+objects); unpatch() puts redis-py's function back.
 
 redis-py's own ``__eq__`` methods find their class through their module's
 global (``isinstance(other, Retry)``), which now names the C class. So that
@@ -151,13 +154,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
 import sys
 import threading
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -241,6 +245,8 @@ class _State:
         self.equality_kept: set[type] = set()
         #: the extras the installed default Retry objects carry.
         self.extras: dict[str, object] = dict.fromkeys(_EXTRAS)
+        #: redis-py 8.2's _to_async_retry, keeping the extras (one wrapper).
+        self.conversion: Callable[[Any], Any] | None = None
 
 
 _EXTRAS = ("deadline", "budget", "stats")
@@ -607,9 +613,42 @@ def _patch_modules(modules: list[types.ModuleType]) -> list[_Record]:
     sweep = _Sweep(_state.forward, records)
     for module in modules:
         sweep.module(module)
+        _keep_extras_through_conversion(module, records)
     _keep_equality(records)
     _state.records.extend(records)
     return records
+
+
+def _conversion_keeping_extras(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """redis-py 8.2's ``_to_async_retry``, and then the extras (deadline,
+    budget, stats: the same objects) of the sync C Retry it converted set on
+    the asyncio C Retry it made, which redis-py builds from four fields."""
+
+    @functools.wraps(convert)
+    def to_async_retry(retry: Any) -> Any:
+        converted = convert(retry)
+        if converted is not retry and _has_extras(retry) and _has_extras(converted):
+            _set_extras(converted, {name: getattr(retry, name) for name in _EXTRAS})
+        return converted
+
+    to_async_retry._redis_backoff_c_converts = convert  # type: ignore[attr-defined]
+    return to_async_retry
+
+
+def _keep_extras_through_conversion(module: types.ModuleType, records: list[_Record]) -> None:
+    """Each name bound to redis.asyncio.retry._to_async_retry in `module`
+    (the module itself and those that imported it by name) gets the
+    conversion that keeps the extras, one wrapper for all of them."""
+    original = getattr(sys.modules.get("redis.asyncio.retry"), "_to_async_retry", None)
+    if original is None or getattr(original, "_redis_backoff_c_converts", None) is not None:
+        return
+    for name, value in list(vars(module).items()):
+        if value is original:
+            if _state.conversion is None:
+                _state.conversion = _conversion_keeping_extras(original)
+            setattr(module, name, _state.conversion)
+            label = f"{module.__name__}.{name}"
+            records.append(_Record(module, name, original, _state.conversion, label))
 
 
 # --- The import hook ------------------------------------------------------

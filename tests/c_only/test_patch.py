@@ -304,6 +304,7 @@ def test_asyncio_connection_without_a_retry(retry_on_timeout):
 # _to_async_retry, through which its asyncio clients pass every retry.
 HAS_CHECKER = "is_retryable" in inspect.signature(ORIGINAL_RETRY.__init__).parameters
 CONVERTS = hasattr(redis.asyncio.retry, "_to_async_retry")
+ORIGINAL_TO_ASYNC_RETRY = getattr(redis.asyncio.retry, "_to_async_retry", None)
 
 
 @pytest.mark.parametrize("where", ["Redis", "ConnectionPool", "set_retry"])
@@ -331,6 +332,30 @@ def test_asyncio_client_given_a_sync_retry(where, recwarn):
         # Before 8.2 the asyncio clients keep whatever retry they are given.
         assert warned == []
         assert type(held) is C_RETRY and held == given
+
+
+@pytest.mark.parametrize("where", ["Redis", "ConnectionPool", "set_retry"])
+def test_a_sync_retry_converted_for_an_asyncio_client_keeps_its_extras(where, recwarn):
+    # redis-py 8.2 builds the asyncio Retry from four fields; while patched
+    # the conversion also carries the extras: the same objects.
+    redis_backoff_c.patch()
+    budget, stats = redis_backoff_c.RetryBudget(10, 0.1), redis_backoff_c.RetryStats()
+    given = redis.retry.Retry(
+        redis.backoff.NoBackoff(), 2, deadline=1.5, budget=budget, stats=stats
+    )
+    if where == "Redis":
+        held = redis.asyncio.Redis(retry=given).get_retry()
+    elif where == "ConnectionPool":
+        held = redis.asyncio.ConnectionPool(retry=given).connection_kwargs["retry"]
+    else:
+        client = redis.asyncio.Redis()
+        client.set_retry(given)
+        held = client.get_retry()
+    assert held.budget is budget and held.stats is stats and held.deadline == 1.5
+    if CONVERTS:
+        assert type(held) is C_ASYNC_RETRY
+    redis_backoff_c.unpatch()
+    assert redis.asyncio.retry._to_async_retry is ORIGINAL_TO_ASYNC_RETRY
 
 
 def test_asyncio_client_keeps_a_c_asyncio_retry(recwarn):
