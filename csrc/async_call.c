@@ -62,7 +62,8 @@ typedef struct {
      * handled, the __context__ of the coroutine design's GeneratorExit
      * (rbc_async_close_context). */
     PyObject *closed_context;
-    rbc_state *state; /* the module's, alive as long as our type is */
+    double sleep_started; /* rbc_extras_sleep_started, for slept_seconds */
+    rbc_state *state;     /* the module's, alive as long as our type is */
     long long failures;
     rbc_call_extras extras; /* the call's deadline, fixed when it starts */
     call_phase phase;
@@ -272,6 +273,7 @@ after_do_error(call_object *self, PyObject **value)
             return raise_error(self, error); /* the bare `raise` */
         }
         Py_DECREF(error);
+        rbc_extras_call_aborted(retry->extras); /* a checker raised */
         finish(self);
         return PYGEN_ERROR;
     }
@@ -357,9 +359,12 @@ after_fail(call_object *self, rbc_state *st, PyObject **value)
     if (allowed == 0) {
         goto raise; /* the sleep would reach the deadline */
     }
+    self->sleep_started = rbc_extras_sleep_started(retry->extras);
     PySendResult outcome = enter_sleep(self, st, delay, value); /* consumes delay */
     rbc_exc_end_handling(previous);
     if (outcome == PYGEN_ERROR) {
+        rbc_extras_sleep_ended(retry->extras, self->sleep_started);
+        rbc_extras_call_aborted(retry->extras);
         finish(self);
     }
     return outcome;
@@ -371,6 +376,7 @@ raise:
 error:
     Py_XDECREF(delay);
     rbc_exc_end_handling(previous);
+    rbc_extras_call_aborted(retry->extras); /* compute() or the delay raised */
     finish(self);
     return PYGEN_ERROR;
 }
@@ -392,7 +398,8 @@ run(call_object *self, PySendResult outcome, PyObject **value)
             outcome = after_do_error(self, value);
             break;
         case CALL_AWAIT_FAIL:
-            if (outcome == PYGEN_ERROR) {
+            if (outcome == PYGEN_ERROR) { /* fail raised, or was cancelled or closed */
+                rbc_extras_call_aborted(RETRY(self->retry)->extras);
                 finish(self);
                 return PYGEN_ERROR;
             }
@@ -405,6 +412,7 @@ run(call_object *self, PySendResult outcome, PyObject **value)
             break;
         case CALL_REJECTING:
             if (outcome == PYGEN_ERROR) {
+                rbc_extras_call_aborted(RETRY(self->retry)->extras);
                 finish(self);
                 return PYGEN_ERROR;
             }
@@ -412,7 +420,9 @@ run(call_object *self, PySendResult outcome, PyObject **value)
             *value = NULL;
             return after_rejected_fail(self);
         case CALL_AWAIT_SLEEP:
-            if (outcome == PYGEN_ERROR) {
+            rbc_extras_sleep_ended(RETRY(self->retry)->extras, self->sleep_started);
+            if (outcome == PYGEN_ERROR) { /* the sleep raised, or was cancelled or closed */
+                rbc_extras_call_aborted(RETRY(self->retry)->extras);
                 finish(self);
                 return PYGEN_ERROR;
             }
@@ -1003,6 +1013,7 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
     self->inner = NULL;
     self->error = NULL;
     self->closed_context = NULL;
+    self->sleep_started = 0.0;
     self->state = st;
     self->failures = 0;
     self->extras.deadline_at = 0.0;

@@ -330,6 +330,7 @@ static const char *const stat_names[RBC_STAT_COUNT] = {
     "give_ups_deadline",
     "give_ups_budget",
     "unhandled_errors",
+    "aborted",
 };
 
 static inline rbc_extras_state *
@@ -446,9 +447,9 @@ stats_repr(PyObject *self)
     PyObject *repr = PyUnicode_FromFormat(
         "RetryStats(calls=%llu, attempts=%llu, successes=%llu, failed_attempts=%llu, "
         "retries=%llu, give_ups_exhausted=%llu, give_ups_not_retryable=%llu, "
-        "give_ups_deadline=%llu, give_ups_budget=%llu, unhandled_errors=%llu, "
+        "give_ups_deadline=%llu, give_ups_budget=%llu, unhandled_errors=%llu, aborted=%llu, "
         "slept_seconds=%R)",
-        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], seconds);
+        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], seconds);
     Py_DECREF(seconds);
     return repr;
 }
@@ -540,8 +541,11 @@ static PyGetSetDef stats_getset[] = {
     {"unhandled_errors", stats_get_counter, NULL,
      "errors of do() passed through unhandled (not supported errors)",
      (void *)(Py_ssize_t)RBC_STAT_UNHANDLED},
-    {"slept_seconds", stats_get_slept, NULL, "seconds of backoff slept (the delays computed)",
-     NULL},
+    {"aborted", stats_get_counter, NULL,
+     "calls ended by an exception from fail(), a checker, compute() or the sleep, or "
+     "cancelled or closed while fail() or the sleep was awaited",
+     (void *)(Py_ssize_t)RBC_STAT_ABORTED},
+    {"slept_seconds", stats_get_slept, NULL, "seconds of backoff actually slept", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -929,13 +933,32 @@ rbc_extras_before_sleep(rbc_retry_extras *const *extras, const rbc_call_extras *
         count(block != NULL ? block->stats : NULL, RBC_STAT_GIVE_UPS_DEADLINE);
         return 0;
     }
-    rbc_stats_object *stats = block != NULL ? block->stats : NULL;
-    if (stats != NULL) {
-        RBC_EXTRAS_LOCK(stats);
-        stats->slept += seconds;
-        RBC_EXTRAS_UNLOCK(stats);
-    }
     return 1;
+}
+
+void
+rbc_extras_aborted_slow(rbc_retry_extras *extras)
+{
+    count(extras->stats, RBC_STAT_ABORTED);
+}
+
+double
+rbc_extras_sleep_started(const rbc_retry_extras *extras)
+{
+    return extras != NULL && extras->stats != NULL ? monotonic_now() : 0.0;
+}
+
+void
+rbc_extras_sleep_ended(const rbc_retry_extras *extras, double started)
+{
+    rbc_stats_object *stats = extras != NULL ? extras->stats : NULL;
+    if (started == 0.0 || stats == NULL) {
+        return;
+    }
+    double elapsed = monotonic_now() - started;
+    RBC_EXTRAS_LOCK(stats);
+    stats->slept += elapsed > 0.0 ? elapsed : 0.0;
+    RBC_EXTRAS_UNLOCK(stats);
 }
 
 int

@@ -117,6 +117,7 @@ void rbc_extras_begin_slow(rbc_retry_extras *extras, rbc_call_extras *call);
 void rbc_extras_failed_slow(rbc_retry_extras *extras, int caught);
 void rbc_extras_not_retryable_slow(rbc_retry_extras *extras);
 int rbc_extras_refuse_retry_slow(rbc_retry_extras *extras, int exhausted);
+void rbc_extras_aborted_slow(rbc_retry_extras *extras);
 
 /* Once, when the call starts (after reset()): counts the call and fixes
  * its deadline. */
@@ -187,9 +188,26 @@ rbc_extras_refuse_retry(rbc_retry_extras *extras, int exhausted)
     return rbc_extras_refuse_retry_slow(extras, exhausted);
 }
 
+/* The call ended with an exception that is none of the outcomes above: one
+ * raised by fail(), a checker, compute() or the sleep, or thrown in
+ * (cancellation, close()) while fail() or the sleep was awaited.  With
+ * it, every call that ends lands in exactly one outcome counter. */
+static inline void
+rbc_extras_call_aborted(rbc_retry_extras *extras)
+{
+    if (extras != NULL) {
+        rbc_extras_aborted_slow(extras);
+    }
+}
+
+/* Around a backoff sleep: slept_seconds adds the time it actually took
+ * (a cancelled one too), measured only when stats are set (started 0). */
+double rbc_extras_sleep_started(const rbc_retry_extras *extras);
+void rbc_extras_sleep_ended(const rbc_retry_extras *extras, double started);
+
 /* Before sleeping `delay` (> 0): 1 to sleep, 0 to give up because the
  * sleep would reach the call's deadline, -1 when delay is no real
- * number.  Adds the delay to stats.slept_seconds when it sleeps.
+ * number.
  * `extras` is the address of the Retry's field, read again after the
  * delay's __float__, which may change it. */
 int rbc_extras_before_sleep(rbc_retry_extras *const *extras, const rbc_call_extras *call,

@@ -114,7 +114,9 @@ handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyOb
     }
     status = should_sleep ? rbc_extras_before_sleep(&self->extras, &call->extras, delay) : 1;
     if (status > 0 && should_sleep) {
+        double started = rbc_extras_sleep_started(self->extras);
         status = sleep_for(&st->retry, delay) < 0 ? -1 : 1;
+        rbc_extras_sleep_ended(self->extras, started);
     }
     if (status > 0) { /* 0: the deadline is too near to sleep */
         status = rbc_extras_before_retry(self->extras, &call->extras);
@@ -166,6 +168,7 @@ retry_after_error(rbc_state *st, rbc_retry_object *me, const retry_call *call)
         }
         Py_DECREF(error);
         if (step < 0) {
+            rbc_extras_call_aborted(me->extras); /* a callback raised */
             return NULL;
         }
         PyObject *result = PyObject_CallNoArgs(call->do_);

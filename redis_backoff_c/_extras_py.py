@@ -81,6 +81,7 @@ STAT_NAMES: Final = (
     "give_ups_deadline",
     "give_ups_budget",
     "unhandled_errors",
+    "aborted",
 )
 
 # How call_with_retry tests its is_retryable argument: redis_backoff_c._rules.
@@ -285,6 +286,11 @@ class RetryStats:
     give_ups_deadline = _Counter(7, "calls that raised: the deadline")
     give_ups_budget = _Counter(8, "calls that raised: the budget refused")
     unhandled_errors = _Counter(9, "errors of do() passed through unhandled (not supported errors)")
+    aborted = _Counter(
+        10,
+        "calls ended by an exception from fail(), a checker, compute() or the sleep, "
+        "or cancelled or closed while fail() or the sleep was awaited",
+    )
 
     # The indexes above, by name, for the hooks.
     CALLS: ClassVar[int] = 0
@@ -297,6 +303,7 @@ class RetryStats:
     GIVE_UPS_DEADLINE: ClassVar[int] = 7
     GIVE_UPS_BUDGET: ClassVar[int] = 8
     UNHANDLED: ClassVar[int] = 9
+    ABORTED: ClassVar[int] = 10
 
     def __init_subclass__(cls, **kwargs: Any) -> NoReturn:
         raise TypeError("type 'RetryStats' is not an acceptable base type")
@@ -659,9 +666,24 @@ class _Extras:
             if stats is not None:
                 stats._count(RetryStats.GIVE_UPS_DEADLINE)
             return False
-        if stats is not None:
-            stats._add_slept(seconds)
         return True
+
+    def _sleep_started(self) -> float | None:
+        """The clock when a backoff sleep starts, when there are stats."""
+        return time.monotonic() if self._get("stats") is not None else None
+
+    def _sleep_ended(self, started: float | None) -> None:
+        """slept_seconds adds the time the sleep actually took."""
+        stats: RetryStats | None = self._get("stats")
+        if started is not None and stats is not None:
+            stats._add_slept(max(0.0, time.monotonic() - started))
+
+    def _aborted(self) -> None:
+        """The call ended with an exception from fail(), a checker,
+        compute() or the sleep, or thrown in while they were awaited."""
+        stats: RetryStats | None = self._get("stats")
+        if stats is not None:
+            stats._count(RetryStats.ABORTED)
 
     def _before_retry(self, deadline_at: float | None) -> bool:
         """Before each attempt after the first: False to give up, because
@@ -734,28 +756,45 @@ class Retry(_Extras, redis.retry.Retry):
             except BaseException as error:
                 if not self._catches(error):
                     raise
-                if not self._own_verdict(error):  # type: ignore[arg-type]
+                # `counted`: the call's outcome is counted, and the error
+                # re-raised; any other exception from here aborts the call.
+                counted = False
+                try:
+                    if not self._own_verdict(error):  # type: ignore[arg-type]
+                        if with_failure_count:
+                            fail(error, failures + 1)
+                        else:
+                            fail(error)
+                        self._gave_up_not_retryable()
+                        counted = True
+                        raise
+                    if not self._call_verdict(is_retryable, error):  # type: ignore[arg-type]
+                        counted = True
+                        raise
+                    failures += 1
                     if with_failure_count:
-                        fail(error, failures + 1)
+                        fail(error, failures)
                     else:
                         fail(error)
-                    self._gave_up_not_retryable()
-                    raise
-                if not self._call_verdict(is_retryable, error):  # type: ignore[arg-type]
-                    raise
-                failures += 1
-                if with_failure_count:
-                    fail(error, failures)
-                else:
-                    fail(error)
-                if self._refuse_retry(failures):
-                    raise
-                delay = self._backoff.compute(failures)
-                if delay > 0:
-                    if not self._before_sleep(deadline_at, delay):
+                    if self._refuse_retry(failures):
+                        counted = True
                         raise
-                    _sync_sleep(delay)
-                if not self._before_retry(deadline_at):
+                    delay = self._backoff.compute(failures)
+                    if delay > 0:
+                        if not self._before_sleep(deadline_at, delay):
+                            counted = True
+                            raise
+                        started = self._sleep_started()
+                        try:
+                            _sync_sleep(delay)
+                        finally:
+                            self._sleep_ended(started)
+                    if not self._before_retry(deadline_at):
+                        counted = True
+                        raise
+                except BaseException:
+                    if not counted:
+                        self._aborted()
                     raise
             else:
                 self._succeeded()
@@ -800,28 +839,45 @@ class AsyncRetry(_Extras, redis.asyncio.retry.Retry):
             except BaseException as error:
                 if not self._catches(error):
                     raise
-                if not self._own_verdict(error):  # type: ignore[arg-type]
+                # As in the sync Retry: `counted` outcomes re-raise the
+                # error; anything else from here aborts the call.
+                counted = False
+                try:
+                    if not self._own_verdict(error):  # type: ignore[arg-type]
+                        if with_failure_count:
+                            await fail(error, failures + 1)
+                        else:
+                            await fail(error)
+                        self._gave_up_not_retryable()
+                        counted = True
+                        raise
+                    if not self._call_verdict(is_retryable, error):  # type: ignore[arg-type]
+                        counted = True
+                        raise
+                    failures += 1
                     if with_failure_count:
-                        await fail(error, failures + 1)
+                        await fail(error, failures)
                     else:
                         await fail(error)
-                    self._gave_up_not_retryable()
-                    raise
-                if not self._call_verdict(is_retryable, error):  # type: ignore[arg-type]
-                    raise
-                failures += 1
-                if with_failure_count:
-                    await fail(error, failures)
-                else:
-                    await fail(error)
-                if self._refuse_retry(failures):
-                    raise
-                delay = self._backoff.compute(failures)
-                if delay > 0:
-                    if not self._before_sleep(deadline_at, delay):
+                    if self._refuse_retry(failures):
+                        counted = True
                         raise
-                    await _async_sleep(delay)
-                if not self._before_retry(deadline_at):
+                    delay = self._backoff.compute(failures)
+                    if delay > 0:
+                        if not self._before_sleep(deadline_at, delay):
+                            counted = True
+                            raise
+                        started = self._sleep_started()
+                        try:
+                            await _async_sleep(delay)
+                        finally:
+                            self._sleep_ended(started)
+                    if not self._before_retry(deadline_at):
+                        counted = True
+                        raise
+                except BaseException:
+                    if not counted:
+                        self._aborted()
                     raise
             else:
                 self._succeeded()

@@ -107,6 +107,7 @@ class _StatsSnapshot(TypedDict):
     give_ups_deadline: int
     give_ups_budget: int
     unhandled_errors: int
+    aborted: int
     slept_seconds: float
 
 @final
@@ -133,6 +134,8 @@ class RetryStats:
     def give_ups_budget(self) -> int: ...
     @property
     def unhandled_errors(self) -> int: ...
+    @property
+    def aborted(self) -> int: ...
     @property
     def slept_seconds(self) -> float: ...
     def snapshot(self) -> _StatsSnapshot: ...

@@ -55,16 +55,13 @@ async def call_with_retry(
             failing = _async_caught(self, error, do, fail, is_retryable, with_failure_count, None)
     else:
         # Deadline, budget or stats: the same, and how the first do() ended
-        # is counted.  GeneratorExit (close() at the await) is not an
-        # attempt's outcome, as in the C awaitable.
+        # is counted (close() at the await too, as in the C awaitable).
         try:
             result: _T = await do()
         except self._supported_errors as error:
             failing = _async_caught(
                 self, error, do, fail, is_retryable, with_failure_count, started
             )
-        except GeneratorExit:
-            raise
         except BaseException:
             _async_unhandled(self)
             raise

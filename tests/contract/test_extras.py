@@ -42,8 +42,33 @@ STAT_KEYS = [
     "give_ups_deadline",
     "give_ups_budget",
     "unhandled_errors",
+    "aborted",
     "slept_seconds",
 ]
+# The outcome counters: every call that ends lands in exactly one.
+OUTCOMES = [
+    "successes",
+    "give_ups_exhausted",
+    "give_ups_not_retryable",
+    "give_ups_deadline",
+    "give_ups_budget",
+    "unhandled_errors",
+    "aborted",
+]
+
+
+def counters(stats):
+    """The snapshot without slept_seconds (the time actually slept, which
+    a test's sleep that returns at once makes about 0), and that time."""
+    snapshot = stats.snapshot()
+    slept = snapshot.pop("slept_seconds")
+    assert 0.0 <= slept
+    return snapshot, slept
+
+
+def assert_outcomes_add_up(stats):
+    snapshot = stats.snapshot()
+    assert snapshot["calls"] == sum(snapshot[name] for name in OUTCOMES), snapshot
 
 
 class ExtrasFlavor:
@@ -653,7 +678,8 @@ def test_stats_count_every_outcome(flavor, extras):
     retry.budget = extras.RetryBudget(2, 0.1)
     with pytest.raises(CE):  # the budget: 2 -> 1, not above 1
         flavor.call(retry, always_failing())
-    assert stats.snapshot() == {
+    snapshot, slept = counters(stats)
+    assert snapshot == {
         "calls": 7,
         "attempts": 1 + 2 + 3 + 1 + 1 + 1 + 1,
         "successes": 2,
@@ -664,9 +690,11 @@ def test_stats_count_every_outcome(flavor, extras):
         "give_ups_deadline": 1,
         "give_ups_budget": 1,
         "unhandled_errors": 1,
-        "slept_seconds": 0.5 * 3,
+        "aborted": 0,
     }
+    assert_outcomes_add_up(stats)
     assert flavor.slept == [0.5] * 3
+    assert slept < 0.25  # the three sleeps returned at once
     stats.reset()
     assert stats.snapshot() == dict.fromkeys(STAT_KEYS, 0)
 
@@ -707,15 +735,17 @@ def test_stats_count_a_rejection_by_the_retrys_checker(flavor, extras):
     retry.is_retryable = lambda error: checked.append(error) or len(checked) < 2
     with pytest.raises(CE):
         flavor.call(retry, always_failing(), is_retryable=lambda error: True)
-    assert stats.snapshot() == {
-        **dict.fromkeys(STAT_KEYS, 0),
+    snapshot, slept = counters(stats)
+    assert snapshot == {
+        **dict.fromkeys(STAT_KEYS[:-1], 0),
         "calls": 3,
         "attempts": 1 + 1 + 2,
         "failed_attempts": 1 + 1 + 2,
         "retries": 1,
         "give_ups_not_retryable": 1 + 1,
-        "slept_seconds": 0.5,
+        "aborted": 1,  # the fail() that raised
     }
+    assert_outcomes_add_up(stats)
     assert budget.tokens == 10 - 4  # each failed attempt took its token
 
 
@@ -903,3 +933,129 @@ def test_a_delay_whose_float_changes_the_extras(flavor, extras):
     do = failing([CE("a"), CE("b")], then="ok")
     assert flavor.call(retry, do) == "ok"
     assert retry.stats is None and do.attempts == 3
+
+
+# ---------------------------------------------------------------- outcomes add up
+
+
+class Raising(ConstantBackoff):
+    """compute() raises: the call is aborted."""
+
+    def compute(self, failures):
+        raise KeyError("compute")
+
+
+@pytest.mark.parametrize("where", ["fail", "own checker", "call checker", "compute", "sleep"])
+def test_a_callback_that_raises_aborts_the_call_once(flavor, extras, where, monkeypatch):
+    stats = extras.RetryStats()
+    backoff = Raising(0.01) if where == "compute" else ConstantBackoff(0.01)
+    retry = flavor.Retry(backoff, 3, (CE,), stats=stats)
+    fail = None
+    kwargs = {}
+    if where == "fail":
+
+        def fail(error):
+            raise KeyError("fail")
+
+    elif where == "own checker":
+        retry.is_retryable = lambda error: 1 / 0
+    elif where == "call checker":
+        kwargs["is_retryable"] = lambda error: 1 / 0
+    elif where == "sleep":
+        if flavor.name == "sync":
+            monkeypatch.setattr(retry_module, "sleep", lambda delay: {}["sleep"])
+        else:
+
+            async def asleep(delay):
+                raise KeyError("sleep")
+
+            monkeypatch.setattr(async_retry_module, "sleep", asleep)
+    with pytest.raises((KeyError, ZeroDivisionError)):
+        flavor.call(retry, always_failing(), fail, **kwargs)
+    snapshot, _ = counters(stats)
+    assert snapshot["calls"] == 1 and snapshot["aborted"] == 1
+    assert_outcomes_add_up(stats)
+
+
+def test_slept_seconds_is_the_time_actually_slept(flavor, extras):
+    stats = extras.RetryStats()
+    retry = flavor.Retry(ConstantBackoff(0.05), 2, (CE,), stats=stats)
+    flavor.real_sleep = True
+    assert flavor.call(retry, failing([CE("a"), CE("b")], then=1)) == 1
+    _, slept = counters(stats)
+    assert flavor.slept == [0.05, 0.05]
+    assert 0.09 <= slept < 0.5
+
+
+@pytest.mark.parametrize("where", ["fail", "sleep"])
+def test_a_cancelled_call_is_aborted_and_counts_the_sleep_it_had(extras, where):
+    """A 10 s sleep (or a fail()) cancelled after about 50 ms: the call
+    lands in `aborted`, and slept_seconds counts about 0.05 s, not 10."""
+    import redis_backoff_c.asyncio.retry as async_module
+
+    stats = extras.RetryStats()
+    retry = extras.AsyncRetry(ConstantBackoff(10), 3, (CE,), stats=stats)
+
+    async def do():
+        raise CE("down")
+
+    async def fail(error):
+        if where == "fail":
+            await asyncio.sleep(10)
+
+    async def main():
+        task = asyncio.ensure_future(retry.call_with_retry(do, fail))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    assert async_module.sleep is asyncio.sleep
+    asyncio.run(main())
+    snapshot, slept = counters(stats)
+    assert snapshot["calls"] == 1 and snapshot["aborted"] == 1
+    assert_outcomes_add_up(stats)
+    if where == "sleep":
+        assert 0.03 <= slept < 1.0
+    else:
+        assert slept == 0.0
+
+
+def test_outcomes_add_up_under_threads(extras):
+    stats = extras.RetryStats()
+    retry = extras.Retry(NoBackoff(), 1, (CE,), stats=stats)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def raising_fail(error):
+        raise KeyError("fail")
+
+    def work(seed):
+        for i in range(2000):
+            kind = (i + seed) % 4
+            try:
+                if kind == 0:
+                    retry.call_with_retry(lambda: 1, lambda error: None)
+                elif kind == 1:
+                    retry.call_with_retry(always_failing(), lambda error: None)
+                elif kind == 2:
+                    retry.call_with_retry(always_failing(), raising_fail)
+                else:
+                    retry.call_with_retry(failing([KeyError("k")]), lambda error: None)
+            except (CE, KeyError):
+                pass
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(6)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    snapshot, _ = counters(stats)
+    n = 6 * 2000 // 4
+    assert snapshot["calls"] == 4 * n
+    assert (snapshot["successes"], snapshot["give_ups_exhausted"]) == (n, n)
+    assert (snapshot["aborted"], snapshot["unhandled_errors"]) == (n, n)
+    assert_outcomes_add_up(stats)
