@@ -622,11 +622,11 @@ class _Extras:
         if stats is not None:
             stats._count(RetryStats.GIVE_UPS_NOT_RETRYABLE)
 
-    def _own_verdict(self, error: Exception) -> bool:
+    def _own_checker_allows(self, error: Exception) -> bool:
         checker = self._is_retryable
         return checker is None or bool(checker(error))
 
-    def _call_verdict(
+    def _call_checker_allows(
         self, is_retryable: Callable[[Exception], bool] | None, error: Exception
     ) -> bool:
         """The call's is_retryable, tested as the installed redis-py tests it."""
@@ -760,7 +760,7 @@ class Retry(_Extras, redis.retry.Retry):
                 # re-raised; any other exception from here aborts the call.
                 counted = False
                 try:
-                    if not self._own_verdict(error):  # type: ignore[arg-type]
+                    if not self._own_checker_allows(error):  # type: ignore[arg-type]
                         if with_failure_count:
                             fail(error, failures + 1)
                         else:
@@ -768,7 +768,7 @@ class Retry(_Extras, redis.retry.Retry):
                         self._gave_up_not_retryable()
                         counted = True
                         raise
-                    if not self._call_verdict(is_retryable, error):  # type: ignore[arg-type]
+                    if not self._call_checker_allows(is_retryable, error):  # type: ignore[arg-type]
                         counted = True
                         raise
                     failures += 1
@@ -843,7 +843,7 @@ class AsyncRetry(_Extras, redis.asyncio.retry.Retry):
                 # error; anything else from here aborts the call.
                 counted = False
                 try:
-                    if not self._own_verdict(error):  # type: ignore[arg-type]
+                    if not self._own_checker_allows(error):  # type: ignore[arg-type]
                         if with_failure_count:
                             await fail(error, failures + 1)
                         else:
@@ -851,7 +851,7 @@ class AsyncRetry(_Extras, redis.asyncio.retry.Retry):
                         self._gave_up_not_retryable()
                         counted = True
                         raise
-                    if not self._call_verdict(is_retryable, error):  # type: ignore[arg-type]
+                    if not self._call_checker_allows(is_retryable, error):  # type: ignore[arg-type]
                         counted = True
                         raise
                     failures += 1
