@@ -355,7 +355,7 @@ def test_a_sync_retry_converted_for_an_asyncio_client_keeps_its_extras(where, re
     if CONVERTS:
         assert type(held) is C_ASYNC_RETRY
     redis_backoff_c.unpatch()
-    assert redis.asyncio.retry._to_async_retry is ORIGINAL_TO_ASYNC_RETRY
+    assert getattr(redis.asyncio.retry, "_to_async_retry", None) is ORIGINAL_TO_ASYNC_RETRY
 
 
 def test_asyncio_client_keeps_a_c_asyncio_retry(recwarn):
