@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -82,14 +81,14 @@ def _kill_leftovers() -> None:
 atexit.register(_kill_leftovers)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """preexec_fn: the child gets SIGKILL when the thread that forked it
-    ends (Linux prctl PR_SET_PDEATHSIG), so a killed pytest leaves nothing."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+# The server gets SIGKILL when the thread that started it ends (Linux
+# prctl PR_SET_PDEATHSIG), so a killed pytest leaves nothing: set by
+# util-linux's setpriv, which then execs the server.  Not by a preexec_fn:
+# Python code run between fork and exec can deadlock on a lock another
+# thread held at the fork (it did, under AddressSanitizer's allocator).
+_DIE_WITH_PARENT = (
+    [shutil.which("setpriv"), "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
+)
 
 
 def _need_binaries() -> None:
@@ -233,11 +232,10 @@ class Node:
             conf.write_text("\n".join(self.config) + "\n")
         argv = [REDIS_SERVER, str(conf)] + (["--sentinel"] if self.sentinel else [])
         self.process = subprocess.Popen(
-            argv,
+            _DIE_WITH_PARENT + argv,
             cwd=self.directory,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
         )
         with _LIVE_LOCK:
             _LIVE.add(self.process)
