@@ -110,8 +110,7 @@ export REDIS_BACKOFF_C_CFLAGS="-fsanitize=address,undefined,float-cast-overflow 
 export REDIS_BACKOFF_C_LDFLAGS="-fsanitize=address,undefined,float-cast-overflow"
 export CC
 # Uninstall first so that pip always builds this copy (one build), and never
-# takes a wheel from its cache: one built without the sanitizer flags was
-# once installed here in CI.
+# takes a wheel from its cache.
 "$py" -m pip uninstall --quiet --yes redis-backoff-c >/dev/null 2>&1 || true
 "$py" -m pip install --quiet --disable-pip-version-check --no-cache-dir "$src[test]"
 # Found without importing it (that needs the ASan runtime preloaded).
@@ -124,7 +123,12 @@ case "$so" in
 "$VENV"/*) ;;
 *) say "the extension did not install into $VENV: $so"; exit 1 ;;
 esac
-if ! ldd "$so" | grep -q libasan; then
+# ldd's output is read whole before it is searched: under pipefail,
+# `ldd | grep -q` fails whenever grep exits at its first match while ldd is
+# still writing (SIGPIPE), which is how this check failed in CI with the
+# sanitizer flags in the build.
+deps=$(ldd "$so")
+if ! grep -q libasan <<<"$deps"; then
     say "$so is not linked against libasan: the sanitizer flags did not reach the build"
     exit 1
 fi
