@@ -949,16 +949,23 @@ rbc_extras_sleep_started(const rbc_retry_extras *extras)
 }
 
 void
-rbc_extras_sleep_ended(const rbc_retry_extras *extras, double started)
+rbc_extras_add_slept(const rbc_retry_extras *extras, double seconds)
 {
     rbc_stats_object *stats = extras != NULL ? extras->stats : NULL;
-    if (started == 0.0 || stats == NULL) {
+    if (stats == NULL) {
         return;
     }
-    double elapsed = monotonic_now() - started;
     RBC_EXTRAS_LOCK(stats);
-    stats->slept += elapsed > 0.0 ? elapsed : 0.0;
+    stats->slept += seconds > 0.0 ? seconds : 0.0;
     RBC_EXTRAS_UNLOCK(stats);
+}
+
+void
+rbc_extras_sleep_ended(const rbc_retry_extras *extras, double started)
+{
+    if (started != 0.0) {
+        rbc_extras_add_slept(extras, monotonic_now() - started);
+    }
 }
 
 int

@@ -204,6 +204,9 @@ rbc_extras_call_aborted(rbc_retry_extras *extras)
  * (a cancelled one too), measured only when stats are set (started 0). */
 double rbc_extras_sleep_started(const rbc_retry_extras *extras);
 void rbc_extras_sleep_ended(const rbc_retry_extras *extras, double started);
+/* slept_seconds adds `seconds` (a sleep measured by the caller; negative
+ * counts 0). */
+void rbc_extras_add_slept(const rbc_retry_extras *extras, double seconds);
 
 /* Before sleeping `delay` (> 0): 1 to sleep, 0 to give up because the
  * sleep would reach the call's deadline, -1 when delay is no real

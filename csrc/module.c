@@ -11,6 +11,7 @@
 #include "args.h"
 #include "async_coro.h"
 #include "async_retry.h"
+#include "cluster.h"
 #include "extras.h"
 #include "random_source.h"
 #include "retry.h"
@@ -132,6 +133,7 @@ static PyMethodDef module_methods[] = {
     {"get_random_source", rbc_get_random_source, METH_NOARGS,
      "get_random_source()\n--\n\nThe name of the active random source: 'python' or 'fast'."},
     RBC_ASYNC_CORO_METHODS,
+    RBC_CLUSTER_METHODS,
     {"_set_release_rules", (PyCFunction)(void (*)(void))set_release_rules, METH_FASTCALL,
      "_set_release_rules(ldexp_exponential, retry_checker, /)\n--\n\n"
      "The installed redis-py's rules (redis_backoff_c._rules): 8.2's math.ldexp\n"

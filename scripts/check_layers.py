@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("strategies", ["strategies"]),
     ("extras: deadline, budget, stats", ["extras"]),
     ("retry core", ["retry_core"]),
-    ("the Retry types", ["retry", "async_call", "async_coro", "async_retry"]),
+    ("the Retry types", ["retry", "async_call", "async_coro", "async_retry", "cluster"]),
     ("module", ["module"]),
 ]
 

@@ -95,6 +95,32 @@ def _load_extras(side):
 # specification.  The `extras` fixture runs a test over both.
 EXTRAS = {side: _load_extras(side) for side in ("c", "py")}
 
+# RetryStats' outcome counters: every call that ends lands in exactly one.
+STATS_OUTCOMES = (
+    "successes",
+    "give_ups_exhausted",
+    "give_ups_not_retryable",
+    "give_ups_deadline",
+    "give_ups_budget",
+    "unhandled_errors",
+    "aborted",
+)
+
+
+def assert_outcomes_add_up(snapshot):
+    """A RetryStats snapshot's calls are its outcomes."""
+    assert snapshot["calls"] == sum(snapshot[name] for name in STATS_OUTCOMES), snapshot
+
+
+def assert_stats_add_up(snapshot):
+    """The outcomes add up, and so do the attempts: each call's first one
+    and its retries, each a success, a failed attempt or an unhandled error."""
+    assert_outcomes_add_up(snapshot)
+    assert snapshot["attempts"] == snapshot["calls"] + snapshot["retries"], snapshot
+    failed = snapshot["failed_attempts"] + snapshot["unhandled_errors"]
+    assert snapshot["attempts"] == snapshot["successes"] + failed, snapshot
+
+
 # The seven strategies by name, in redis.backoff's order, grouped by formula:
 # the jittered ones draw from a random source, the capped ones take
 # (cap, base), all take compute(failures).

@@ -1,0 +1,307 @@
+"""The extras (deadline, budget, stats) in redis-py's cluster command loop.
+
+redis-py 8.2's ``RedisCluster.execute_command`` (sync and asyncio) retries a
+command in a loop of its own, not through ``Retry.call_with_retry``: it
+makes up to ``1 + retry.get_retries()`` attempts and, after each failure it
+retries, asks ``_retry_backoff_delay(retry, failures)`` for the backoff to
+sleep.  While :func:`redis_backoff_c.patch` is active, both are wrapped
+(:func:`patch_module`), so that a cluster whose Retry is a C Retry with
+extras gets them in that loop as ``call_with_retry`` has them:
+
+- each command is one call in ``stats``, with its attempts, its retries and
+  one outcome: success, give-up (retries exhausted, budget, deadline, or
+  ``not_retryable`` when the loop gave up between attempts because a
+  topology refresh reached no node), an unhandled error (one the loop does
+  not retry), or ``aborted`` (ended during the backoff sleep, e.g.
+  cancelled); ``slept_seconds`` adds the backoff the loop slept;
+- a cluster built without ``retry=`` gets the extras given to patch(), as
+  the other default Retry objects do;
+- the budget takes a token per failed attempt it retries, refills on
+  success, and is asked before each retry;
+- the deadline (from the command's first attempt) refuses a retry whose
+  backoff sleep would reach it.
+
+When the budget or the deadline refuses a retry, the command raises what
+redis-py raises after its last retry (the attempt's error, or the
+``RedisClusterUnreachableError`` it becomes while no node is reachable).
+
+A cluster whose Retry has no extras (or is not a C Retry) runs redis-py's
+loop untouched, at the cost of one C call per command.  redis-py 8.0 and
+8.1 have no ``_retry_backoff_delay``: their loop never sleeps and offers no
+point between attempts, so nothing is wrapped there and the cluster's own
+retries carry no extras (the connections' and pipelines' call_with_retry
+still do).
+
+The command in progress is held in a context variable (per thread, per
+asyncio task), so that the hook, called inside the loop's ``except`` block,
+finds the command it belongs to.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import sys
+import time
+import types
+from collections.abc import Callable
+from typing import Any
+
+from redis_backoff_c._speedups import (
+    _cluster_begin,
+    _cluster_ended,
+    _cluster_failed,
+    _cluster_retried,
+)
+
+__all__ = ["patch_module"]
+
+# _cluster_ended's outcomes (csrc/cluster.h).
+SUCCEEDED, EXHAUSTED, UNHANDLED, NOT_RETRYABLE, ABORTED = range(5)
+
+#: The redis-py modules whose RedisCluster runs the command loop.
+MODULES = ("redis.cluster", "redis.asyncio.cluster")
+
+
+class _GaveUp(Exception):
+    """Raised by the hook, inside the loop's handler of the attempt's error
+    (its ``__context__``), when the budget or the deadline refuses the
+    retry; the wrapper raises what redis-py would raise instead."""
+
+
+class _Command:
+    """One cluster command with extras, in progress."""
+
+    __slots__ = ("retry", "deadline_at", "failures", "error", "sleep_started", "delay")
+
+    def __init__(self, retry: Any, deadline_at: float) -> None:
+        self.retry = retry
+        self.deadline_at = deadline_at
+        self.failures = 0
+        #: The error of the last failed attempt the loop retries, while that
+        #: retry is pending (its attempt not yet seen).
+        self.error: BaseException | None = None
+        self.sleep_started = 0.0
+        self.delay = 0.0
+
+    def retry_made(self) -> None:
+        """The pending retry's attempt has run: count it, and its sleep."""
+        if self.error is not None:
+            self.error = None
+            slept = min(time.monotonic() - self.sleep_started, self.delay)
+            _cluster_retried(self.retry, slept)
+
+    def succeeded(self) -> None:
+        self.retry_made()
+        _cluster_ended(self.retry, SUCCEEDED)
+
+    def ended(self, error: BaseException, retried: tuple[type, ...]) -> None:
+        """The command raised `error` (not a give-up of the extras')."""
+        pending = self.error
+        if pending is not None and error.__cause__ is pending and error is not pending:
+            # The loop gave up before the retry's attempt: a refresh since
+            # the failure reached no node (redis-py's _error_instead_of_retry).
+            _cluster_ended(self.retry, NOT_RETRYABLE)
+            return
+        if pending is not None and time.monotonic() - self.sleep_started < self.delay:
+            # Raised into the backoff sleep (a cancellation).
+            _cluster_ended(self.retry, ABORTED)
+            return
+        self.retry_made()
+        cause = error.__cause__ if error.__suppress_context__ else None
+        if type(error) in retried or type(cause) in retried:
+            _cluster_ended(self.retry, EXHAUSTED)
+        else:
+            _cluster_ended(self.retry, UNHANDLED)
+
+
+_command: contextvars.ContextVar[_Command | None] = contextvars.ContextVar(
+    "redis_backoff_c_cluster_command", default=None
+)
+
+
+def _backoff_delay(original: Callable[[Any, int], float]) -> Callable[[Any, int], float]:
+    """``_retry_backoff_delay`` that also runs the extras of the command in
+    progress: called by the loop, in its handler of the failed attempt."""
+
+    @functools.wraps(original)
+    def retry_backoff_delay(retry: Any, failures: int) -> float:
+        delay = original(retry, failures)
+        command = _command.get()
+        if command is None or command.retry is not retry:
+            return delay
+        command.retry_made()
+        command.failures = failures
+        verdict = _cluster_failed(retry, command.deadline_at, delay)
+        if verdict:
+            raise _GaveUp
+        command.error = sys.exc_info()[1]
+        command.sleep_started = time.monotonic()
+        command.delay = float(delay)
+        return delay
+
+    retry_backoff_delay._redis_backoff_c_wraps = original  # type: ignore[attr-defined]
+    return retry_backoff_delay
+
+
+def _error_after_last_retry(client: Any, error: BaseException) -> BaseException:
+    """What redis-py's loop raises when it gives up on `error`."""
+    to_raise = getattr(sys.modules.get("redis.cluster"), "_error_to_raise", None)
+    if to_raise is None or not isinstance(error, Exception):
+        return error
+    nodes_manager = getattr(client, "nodes_manager", None)
+    raised: BaseException = to_raise(
+        getattr(nodes_manager, "_last_refresh_unreachable_args", None), error
+    )
+    return raised
+
+
+def _begin(retry: Any) -> _Command | None:
+    """The command starting on `retry`: None when it has no extras."""
+    deadline_at = _cluster_begin(retry)
+    return None if deadline_at is None else _Command(retry, deadline_at)
+
+
+def _give_up_metric(command: _Command, error: BaseException) -> dict[str, Any] | None:
+    """The arguments of the error metric redis-py records when its loop
+    gives up on `error` (None when it records none)."""
+    connection = getattr(error, "connection", None)
+    if connection is None and not hasattr(error, "connection"):
+        return None
+    return {
+        "error": error,
+        "connection": connection,
+        "retry_attempts": command.failures,
+        "is_internal": False,
+    }
+
+
+# The sync and the asyncio wrapper are the same steps; the second awaits.
+
+
+def _sync_execute(
+    execute: Callable[..., Any], retried: Callable[[Any], tuple[type, ...]]
+) -> Callable[..., Any]:
+    @functools.wraps(execute)
+    def execute_command(self: Any, *args: Any, **kwargs: Any) -> Any:
+        command = _begin(self.retry)
+        if command is None:
+            return execute(self, *args, **kwargs)
+        token = _command.set(command)
+        try:
+            result = execute(self, *args, **kwargs)
+        except _GaveUp as gave_up:
+            error = gave_up.__context__
+        except BaseException as error:
+            command.ended(error, retried(self))
+            raise
+        else:
+            command.succeeded()
+            return result
+        finally:
+            _command.reset(token)
+        # Outside the handler: the error keeps the context it was raised with.
+        assert error is not None
+        metric = _give_up_metric(command, error)
+        if metric is not None:
+            self._record_error_metric(**metric)
+        raise _error_after_last_retry(self, error)
+
+    execute_command._redis_backoff_c_wraps = execute  # type: ignore[attr-defined]
+    return execute_command
+
+
+def _async_execute(
+    execute: Callable[..., Any], retried: Callable[[Any], tuple[type, ...]]
+) -> Callable[..., Any]:
+    @functools.wraps(execute)
+    async def execute_command(self: Any, *args: Any, **kwargs: Any) -> Any:
+        command = _begin(self.retry)
+        if command is None:
+            return await execute(self, *args, **kwargs)
+        token = _command.set(command)
+        try:
+            result = await execute(self, *args, **kwargs)
+        except _GaveUp as gave_up:
+            error = gave_up.__context__
+        except BaseException as error:
+            command.ended(error, retried(self))
+            raise
+        else:
+            command.succeeded()
+            return result
+        finally:
+            _command.reset(token)
+        assert error is not None
+        metric = _give_up_metric(command, error)
+        if metric is not None:
+            await self._record_error_metric(**metric)
+        raise _error_after_last_retry(self, error)
+
+    execute_command._redis_backoff_c_wraps = execute  # type: ignore[attr-defined]
+    return execute_command
+
+
+def _init_with_default_extras(
+    init: Callable[..., None], give_extras: Callable[[object], None]
+) -> Callable[..., None]:
+    """RedisCluster.__init__, then, when no ``retry`` was given (the
+    cluster built its default Retry, from the C class while patched),
+    patch()'s extras given to that Retry, as to the other defaults."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        try:
+            given = signature.bind(self, *args, **kwargs).arguments.get("retry")
+        except TypeError:
+            return
+        if not given:
+            give_extras(getattr(self, "retry", None))
+
+    __init__._redis_backoff_c_wraps = init  # type: ignore[attr-defined]
+    return __init__
+
+
+def _errors_allow_retry(client: Any) -> tuple[type, ...]:
+    return tuple(getattr(type(client), "ERRORS_ALLOW_RETRY", ()))
+
+
+def patch_module(
+    module: types.ModuleType, give_extras: Callable[[object], None]
+) -> list[tuple[type, str, object, object]]:
+    """The replacements for `module` (redis.cluster or redis.asyncio.cluster
+    of redis-py 8.2 or later): (class, name, old, new) for its RedisCluster's
+    ``execute_command`` and ``__init__`` (which calls ``give_extras`` with
+    the default Retry it built) and, in redis.cluster, AbstractRedisCluster's
+    ``_retry_backoff_delay``; none for another module or an earlier
+    release, or when they are wrapped already."""
+    if module.__name__ not in MODULES:
+        return []
+    abstract = getattr(sys.modules.get("redis.cluster"), "AbstractRedisCluster", None)
+    hook = vars(abstract).get("_retry_backoff_delay") if abstract is not None else None
+    if not isinstance(hook, staticmethod):
+        return []
+    changes: list[tuple[type, str, object, object]] = []
+    if module.__name__ == "redis.cluster" and not hasattr(hook.__func__, "_redis_backoff_c_wraps"):
+        assert abstract is not None
+        changes.append(
+            (abstract, "_retry_backoff_delay", hook, staticmethod(_backoff_delay(hook.__func__)))
+        )
+    cluster = getattr(module, "RedisCluster", None)
+    if not isinstance(cluster, type):
+        return changes
+    execute = vars(cluster).get("execute_command")
+    if execute is None or hasattr(execute, "_redis_backoff_c_wraps"):
+        return changes
+    if module.__name__ == "redis.cluster":
+        wrapper = _sync_execute(execute, _errors_allow_retry)
+    else:
+        wrapper = _async_execute(execute, _errors_allow_retry)
+    changes.append((cluster, "execute_command", execute, wrapper))
+    init = vars(cluster).get("__init__")
+    if init is not None and not hasattr(init, "_redis_backoff_c_wraps"):
+        changes.append((cluster, "__init__", init, _init_with_default_extras(init, give_extras)))
+    return changes
