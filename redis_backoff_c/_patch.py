@@ -53,6 +53,13 @@ to ``_to_async_retry`` a wrapper that also gives the converted Retry the
 extras of the C Retry it came from (the same deadline, budget and stats
 objects); unpatch() puts redis-py's function back.
 
+redis-py 8.2's ``RedisCluster`` (sync and asyncio) retries a plain command
+in a loop of its own; patch() wraps its ``execute_command`` and
+``AbstractRedisCluster._retry_backoff_delay`` so that the extras of a C
+Retry apply there too, and its ``__init__`` so that a cluster built without
+``retry=`` gets patch()'s extras (see ``redis_backoff_c._cluster``); unpatch()
+puts redis-py's functions back.  redis-py 8.0/8.1's loop is left alone.
+
 redis-py's own ``__eq__`` methods find their class through their module's
 global (``isinstance(other, Retry)``), which now names the C class. So that
 two redis-py objects built before patch() still compare equal, patch() gives
@@ -614,6 +621,7 @@ def _patch_modules(modules: list[types.ModuleType]) -> list[_Record]:
     for module in modules:
         sweep.module(module)
         _keep_extras_through_conversion(module, records)
+        _count_cluster_commands(module, records)
     _keep_equality(records)
     _state.records.extend(records)
     return records
@@ -649,6 +657,26 @@ def _keep_extras_through_conversion(module: types.ModuleType, records: list[_Rec
             setattr(module, name, _state.conversion)
             label = f"{module.__name__}.{name}"
             records.append(_Record(module, name, original, _state.conversion, label))
+
+
+def _give_default_extras(retry: object) -> None:
+    """A default Retry built at run time from the C class (RedisCluster's):
+    patch()'s extras, unless it has some."""
+    if not _has_extras(retry) or not any(value is not None for value in _state.extras.values()):
+        return
+    if all(getattr(retry, name) is None for name in _EXTRAS):
+        _set_extras(retry, _state.extras)
+
+
+def _count_cluster_commands(module: types.ModuleType, records: list[_Record]) -> None:
+    """redis-py 8.2's cluster command loop (RedisCluster.execute_command and
+    AbstractRedisCluster._retry_backoff_delay) gets the extras of a C Retry
+    (see redis_backoff_c._cluster)."""
+    from redis_backoff_c import _cluster
+
+    for target, key, old, new in _cluster.patch_module(module, _give_default_extras):
+        setattr(target, key, new)
+        records.append(_Record(target, key, old, new, f"{_qualname(target)}.{key}"))
 
 
 # --- The import hook ------------------------------------------------------

@@ -78,6 +78,8 @@ def targets(version):
         "extras_sync": 10.0,
         "extras_async": 10.0 if old else 20.0,  # budget + stats
         "extras_async_deadline": 10.0 if old else 25.0,
+        # what patch() adds to a successful cluster command with extras (ns)
+        "extras_cluster": 1000.0,
         # asyncio success from 3.12: within 8% of the least any native
         # coroutine costs, a bare `async def call_with_retry(self, do,
         # fail): return await do()` (no target where the C awaitable serves)
@@ -503,6 +505,57 @@ def sync_extras_case():
     )
 
 
+class _StubCluster:
+    """A cluster client whose command loop is a function returning 1: what
+    patch()'s wrapper of RedisCluster.execute_command adds is all that a
+    timing of it shows (redis_backoff_c._cluster)."""
+
+    def __init__(self, retry):
+        self.retry = retry
+
+    def execute_command(self, *args, **kwargs):
+        return 1
+
+
+def cluster_command_case():
+    from redis_backoff_c import _cluster
+
+    wrapped = _cluster._sync_execute(_StubCluster.execute_command, lambda client: ())
+
+    def side(label, st):
+        retry = c_retry_module().Retry(C.ExponentialBackoff(), 3, **_extras(label))
+        client = _StubCluster(retry)
+        if label == "unpatched":
+            return stmt_side(label, "c.execute_command('GET', 'k')", {"c": client})
+        return stmt_side(label, "w(c, 'GET', 'k')", {"c": client, "w": wrapped})
+
+    return Case(
+        "cluster command/success extras",
+        "sync Retry",
+        {s: lambda st, s=s: side(s, st) for s in ("unpatched", "c", "c+budget+stats")},
+        [
+            Row(
+                "cluster command success, patched, no extras: ns above unpatched",
+                kind="delta",
+                num="unpatched",
+                den="c",
+            ),
+            Row(
+                "cluster command success, patched, budget + stats: ns above unpatched",
+                kind="delta",
+                num="unpatched",
+                den="c+budget+stats",
+                target=TARGETS["extras_cluster"],
+            ),
+        ],
+        note=(
+            "what patch() adds to RedisCluster.execute_command (redis-py 8.2's command "
+            "loop, here a stub returning 1) for a cluster whose Retry is a C Retry "
+            "without extras, and with budget and stats: the difference of the paired timings"
+        ),
+    )
+
+
 def async_extras_case(session):
     def side(label, st):
         loop = session.loop()
@@ -869,6 +922,7 @@ def all_cases(session):
         deepcopy_case(),
         *sync_retry_cases(),
         sync_extras_case(),
+        cluster_command_case(),
         *async_retry_cases(session),
         async_extras_case(session),
         *memory_cases(),

@@ -30,6 +30,7 @@ EXPECTED_CASES = [
     "call_with_retry/success",
     "call_with_retry/failure",
     "call_with_retry/success extras",
+    "cluster command/success extras",
     "async call_with_retry/success",
     "async call_with_retry/failure",
     "async call_with_retry/success extras",

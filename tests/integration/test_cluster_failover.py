@@ -2,8 +2,10 @@
 its replica promoted, with the C Retry (given explicitly, or everywhere by
 patch()) and, in the same test, redis-py's own Retry as the reference.
 
-What the C types do here (redis-py 8.1): a plain cluster command loops on
-`retry.get_retries()` without a backoff, re-reading the topology after a
+What the C types do here: a plain cluster command loops on
+`retry.get_retries()` (redis-py 8.1: without a backoff; 8.2: sleeping the
+Retry's backoff, and, patched, with the Retry's extras: the patched runs
+count in a RetryStats), re-reading the topology after a
 connection error; a MULTI/EXEC pipeline runs under `retry.call_with_retry`
 on a `copy()` of the cluster's Retry with `update_supported_errors()`, and
 sleeps its backoff; every node connection connects under
@@ -22,6 +24,8 @@ import redis.backoff
 import redis.cluster
 import redis.retry
 from failover import (
+    AFTER,
+    WARMUP,
     Tally,
     assert_errors_bounded,
     assert_nothing_lost,
@@ -29,6 +33,7 @@ from failover import (
     run_with_failover,
     sync_stream,
 )
+from support import assert_stats_add_up
 from topology import HOST, RedisCluster, dump_logs
 
 import redis_backoff_c
@@ -49,6 +54,10 @@ pytestmark = pytest.mark.skipif(
 # redis-py's did not (a Retry that gave no retries would fail every command
 # on the dead master's third of the keys for two seconds: hundreds).
 ERROR_SLACK = 60
+
+# redis-py 8.2's cluster loop has the point between attempts that patch()
+# wraps; 8.0/8.1's has none (its retries are not counted, a documented limit).
+CLUSTER_LOOP_COUNTED = hasattr(redis.cluster.AbstractRedisCluster, "_retry_backoff_delay")
 
 # Explicit policy for the transaction path: backoff delays 16 ms to 256 ms,
 # 10 retries (about 2 s, longer than a failover on loopback).
@@ -144,10 +153,27 @@ def assert_sync_c_types(client: redis.cluster.RedisCluster, nodes_too: bool) -> 
             assert type(node.redis_connection.get_retry()) is redis_backoff_c.retry.Retry
 
 
-def policy(retry_module, backoff_module):
+def policy(retry_module, backoff_module, **extras):
     """The explicit policy, built from the modules given (looked up when
     called: under patch(), redis.retry and redis.backoff hold the C types)."""
-    return retry_module.Retry(backoff_module.ExponentialBackoff(cap=CAP, base=BASE), RETRIES)
+    backoff = backoff_module.ExponentialBackoff(cap=CAP, base=BASE)
+    return retry_module.Retry(backoff, RETRIES, **extras)
+
+
+def assert_failover_counted(stats, flavor: str) -> None:
+    """The patched run's RetryStats: every command and transaction counted
+    once, with one outcome, and (redis-py 8.2 and later, whose cluster loop
+    patch() reaches, see redis_backoff_c._cluster) the failover's retries."""
+    snapshot = stats.snapshot()
+    print(f"[{flavor}] patched run's stats: {snapshot}")
+    assert_stats_add_up(snapshot)
+    if not CLUSTER_LOOP_COUNTED:
+        # Only the transactions (a third of the stream) are counted.
+        assert snapshot["successes"] >= 1, snapshot
+        return
+    assert snapshot["successes"] >= WARMUP + AFTER, snapshot
+    assert snapshot["failed_attempts"] > 0, snapshot
+    assert snapshot["retries"] > 0, snapshot
 
 
 def test_sync_through_failover(cluster):
@@ -161,14 +187,16 @@ def test_sync_through_failover(cluster):
     assert_sync_c_types(client, nodes_too=False)
     explicit = sync_run(cluster, "C Retry", client)
 
+    stats = redis_backoff_c.RetryStats()
     with redis_backoff_c.patched():
-        client = sync_client(cluster, policy(redis.retry, redis.backoff))
+        client = sync_client(cluster, policy(redis.retry, redis.backoff, stats=stats))
         client.ping()  # connects to a node: its Retry(NoBackoff(), 0) exists
         assert_sync_c_types(client, nodes_too=True)
         patched = sync_run(cluster, "patched", client)
 
     assert_errors_bounded(explicit, reference, ERROR_SLACK)
     assert_errors_bounded(patched, reference, ERROR_SLACK)
+    assert_failover_counted(stats, "sync")
 
 
 # --- asyncio ------------------------------------------------------------
@@ -226,12 +254,14 @@ def test_asyncio_through_failover(cluster):
         lambda: policy(redis_backoff_c.asyncio.retry, redis_backoff_c.backoff),
         check=lambda client: assert_async_c_types(client, nodes_too=False),
     )
+    stats = redis_backoff_c.RetryStats()
     with redis_backoff_c.patched():
         patched = async_run(
             cluster,
             "patched asyncio",
-            lambda: policy(redis.asyncio.retry, redis.backoff),
+            lambda: policy(redis.asyncio.retry, redis.backoff, stats=stats),
             check=lambda client: assert_async_c_types(client, nodes_too=True),
         )
     assert_errors_bounded(explicit, reference, ERROR_SLACK)
     assert_errors_bounded(patched, reference, ERROR_SLACK)
+    assert_failover_counted(stats, "asyncio")
