@@ -93,7 +93,16 @@ def _load() -> tuple[ModuleType | None, str | None]:
     from redis_backoff_c import _rules
 
     _speedups._set_release_rules(_rules.LDEXP_EXPONENTIAL, _rules.RETRY_CHECKER)
+    from redis_backoff_c import _substate
+
+    # The types a program may subclass (the strategies and both Retry types).
+    _substate.install(
+        [t for t in vars(_speedups).values() if isinstance(t, type) and t.__flags__ & _BASETYPE]
+    )
     return _speedups, None
+
+
+_BASETYPE = 1 << 10  # Py_TPFLAGS_BASETYPE
 
 
 speedups, FALLBACK_REASON = _load()
