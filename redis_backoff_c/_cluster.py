@@ -74,16 +74,18 @@ class _Command:
     """One cluster command with extras, in progress."""
 
     __slots__ = ("retry", "deadline_at", "failures", "error", "sleep_started", "delay")
+    # Set by the hook, with `error`, for the failure it retries.
+    failures: int
+    sleep_started: float
+    delay: float
 
     def __init__(self, retry: Any, deadline_at: float) -> None:
+        # What a command that succeeds at once needs (see above for the rest).
         self.retry = retry
         self.deadline_at = deadline_at
-        self.failures = 0
         #: The error of the last failed attempt the loop retries, while that
         #: retry is pending (its attempt not yet seen).
         self.error: BaseException | None = None
-        self.sleep_started = 0.0
-        self.delay = 0.0
 
     def retry_made(self) -> None:
         """The pending retry's attempt has run: count it, and its sleep."""
@@ -93,7 +95,8 @@ class _Command:
             _cluster_retried(self.retry, slept)
 
     def succeeded(self) -> None:
-        self.retry_made()
+        if self.error is not None:
+            self.retry_made()
         _cluster_ended(self.retry, SUCCEEDED)
 
     def ended(self, error: BaseException, retried: tuple[type, ...]) -> None:
@@ -157,12 +160,6 @@ def _error_after_last_retry(client: Any, error: BaseException) -> BaseException:
     return raised
 
 
-def _begin(retry: Any) -> _Command | None:
-    """The command starting on `retry`: None when it has no extras."""
-    deadline_at = _cluster_begin(retry)
-    return None if deadline_at is None else _Command(retry, deadline_at)
-
-
 def _give_up_metric(command: _Command, error: BaseException) -> dict[str, Any] | None:
     """The arguments of the error metric redis-py records when its loop
     gives up on `error` (None when it records none)."""
@@ -185,9 +182,11 @@ def _sync_execute(
 ) -> Callable[..., Any]:
     @functools.wraps(execute)
     def execute_command(self: Any, *args: Any, **kwargs: Any) -> Any:
-        command = _begin(self.retry)
-        if command is None:
+        retry = self.retry
+        deadline_at = _cluster_begin(retry)  # None: no extras, nothing to count
+        if deadline_at is None:
             return execute(self, *args, **kwargs)
+        command = _Command(retry, deadline_at)
         token = _command.set(command)
         try:
             result = execute(self, *args, **kwargs)
@@ -217,9 +216,11 @@ def _async_execute(
 ) -> Callable[..., Any]:
     @functools.wraps(execute)
     async def execute_command(self: Any, *args: Any, **kwargs: Any) -> Any:
-        command = _begin(self.retry)
-        if command is None:
+        retry = self.retry
+        deadline_at = _cluster_begin(retry)  # None: no extras, nothing to count
+        if deadline_at is None:
             return await execute(self, *args, **kwargs)
+        command = _Command(retry, deadline_at)
         token = _command.set(command)
         try:
             result = await execute(self, *args, **kwargs)
