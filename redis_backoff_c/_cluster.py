@@ -163,12 +163,11 @@ def _error_after_last_retry(client: Any, error: BaseException) -> BaseException:
 def _give_up_metric(command: _Command, error: BaseException) -> dict[str, Any] | None:
     """The arguments of the error metric redis-py records when its loop
     gives up on `error` (None when it records none)."""
-    connection = getattr(error, "connection", None)
-    if connection is None and not hasattr(error, "connection"):
+    if not hasattr(error, "connection"):
         return None
     return {
         "error": error,
-        "connection": connection,
+        "connection": error.connection,
         "retry_attempts": command.failures,
         "is_internal": False,
     }

@@ -90,6 +90,10 @@ def test_delay_whose_float_drops_the_extras():
 
     assert _cluster_failed(retry, time.monotonic() + 10.0, Seconds(1)) == 0
     assert retry.stats is None and stats.failed_attempts == 1
+    # The same for the slept time of _cluster_retried.
+    retry.stats = stats
+    assert _cluster_retried(retry, Seconds(1)) is None
+    assert retry.stats is None and stats.retries == 0 and stats.slept_seconds == 0.0
 
 
 # --- the patched loop ---------------------------------------------------------

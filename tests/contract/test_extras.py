@@ -920,6 +920,43 @@ def test_a_delay_whose_float_changes_the_extras(flavor, extras):
     assert retry.stats is None and do.attempts == 3
 
 
+@pytest.mark.parametrize("raises", [False, True], ids=["returns", "raises"])
+def test_a_sleep_that_takes_the_extras_away(flavor, extras, raises, monkeypatch):
+    """The backoff sleep unsets every extra (freeing the C block) and
+    allocates over it: slept_seconds and the outcome are read from the
+    Retry as it is after the sleep, not from what it held before."""
+    stats = extras.RetryStats()
+    retry = flavor.Retry(
+        ConstantBackoff(0.01), 2, deadline=10.0, budget=extras.RetryBudget(10, 0.1), stats=stats
+    )
+    junk = []
+
+    def take_away():
+        retry.deadline = retry.budget = retry.stats = None
+        junk.extend(flavor.Retry(NoBackoff(), 1, deadline=5.0) for _ in range(32))
+        if raises:
+            raise KeyError("sleep")
+
+    if flavor.name == "sync":
+        monkeypatch.setattr(retry_module, "sleep", lambda delay: take_away())
+    else:
+
+        async def asleep(delay):
+            take_away()
+
+        monkeypatch.setattr(async_retry_module, "sleep", asleep)
+    do = failing([CE("a")], then="ok")
+    if raises:
+        with pytest.raises(KeyError):
+            flavor.call(retry, do)
+    else:
+        assert flavor.call(retry, do) == "ok"
+    snapshot, slept = counters(stats)
+    # Counted while the stats were set: the call and its failed attempt.
+    assert (snapshot["calls"], snapshot["failed_attempts"], snapshot["retries"]) == (1, 1, 0)
+    assert slept == 0.0 and retry.stats is None
+
+
 # ---------------------------------------------------------------- outcomes add up
 
 

@@ -68,11 +68,17 @@ def _rewriting_setstate(self, state):
     self.__dict__.update(state)
 
 
+def _pair_getstate(self):
+    return (dict(self.__dict__), {})
+
+
 KINDS = {
     # The common one: leave out what does not pickle, build it again.
     "lock": {"__getstate__": _dict_minus_lock_getstate, "__setstate__": _dict_update_setstate},
     # A __setstate__ that changes a field on its way in.
     "rewrite": {"__setstate__": _rewriting_setstate},
+    # A (dict, slots) pair and no __setstate__: the default protocol applies it.
+    "pair": {"__getstate__": _pair_getstate},
 }
 
 
@@ -119,9 +125,10 @@ def test_getstate_and_setstate_are_honoured(both_sides, base, how):
 
 @pytest.mark.parametrize("how", list(COPIES))
 @pytest.mark.parametrize("base", ["Retry", "AsyncRetry", "ExponentialBackoff"])
-def test_setstate_that_rewrites_a_field(both_sides, base, how):
+@pytest.mark.parametrize("kind", ["rewrite", "pair"])
+def test_a_state_of_the_subclass_own(both_sides, base, how, kind):
     def play(impl):
-        made = COPIES[how](_instance(impl, base, _make(impl, base, "rewrite"), lock=False))
+        made = COPIES[how](_instance(impl, base, _make(impl, base, kind), lock=False))
         return _fields(made)
 
     both_sides(play)
