@@ -588,6 +588,16 @@ class _BareRetry:
         return await do()
 
 
+class _BareRetryWithSignature:
+    """The same with redis-py's signature: the least a drop-in native
+    coroutine can cost.  Its two defaults make CPython call it through a
+    slower path (CALL_PY_WITH_DEFAULTS on 3.12, CALL_PY_GENERAL on 3.13)
+    than the two-argument floor (CALL_PY_EXACT_ARGS)."""
+
+    async def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
+        return await do()
+
+
 def async_retry_cases(session):
     def success(label, st):
         loop = session.loop()
@@ -596,8 +606,8 @@ def async_retry_cases(session):
             async def body(n):
                 for _ in range(n):
                     await _ado()
-        elif label == "wrapper":
-            r = _BareRetry()
+        elif label in ("wrapper", "wrapper+signature"):
+            r = _BareRetry() if label == "wrapper" else _BareRetryWithSignature()
 
             async def body(n):
                 for _ in range(n):
@@ -634,7 +644,10 @@ def async_retry_cases(session):
         Case(
             "async call_with_retry/success",
             "asyncio Retry",
-            {s: lambda st, s=s: success(s, st) for s in ("do", "wrapper", "redis-py", "c")},
+            {
+                s: lambda st, s=s: success(s, st)
+                for s in ("do", "wrapper", "wrapper+signature", "redis-py", "c")
+            },
             [
                 Row("async call_with_retry success", target=ASYNC_SUCCESS_TARGET),
                 Row("  overhead above awaiting do() directly", kind="overhead", base="do"),
@@ -650,6 +663,18 @@ def async_retry_cases(session):
                     num="c",
                     den="wrapper",
                     target=TARGETS["async_floor"],
+                ),
+                Row(
+                    "  the same with redis-py's signature (is_retryable=None, "
+                    "with_failure_count=False)",
+                    kind="single",
+                    num="wrapper+signature",
+                ),
+                Row(
+                    "async call_with_retry success vs the bare async def with redis-py's signature",
+                    kind="floor",
+                    num="c",
+                    den="wrapper+signature",
                 ),
             ],
             note=included + f" ({session.loop_name} event loop)",
