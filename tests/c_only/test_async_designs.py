@@ -27,6 +27,7 @@ ASYNC_TESTS = [
     "contract/test_retry_object.py",
     "contract/test_async_retry_introspection.py",
     "contract/test_reentrancy.py",
+    "contract/test_chaos.py",
     "c_only/test_hardening_async.py",
     "c_only/test_async_method.py",
     "c_only/test_leaks_async.py",
