@@ -51,6 +51,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-$repo/.venv-sanitize}
+# A relative VENV is the checkout's (the script runs from there); made
+# absolute, so that the check that the build landed in it compares like paths.
+case "$VENV" in /*) ;; *) VENV="$repo/$VENV" ;; esac
 CC=${CC:-gcc}
 
 say() { printf 'sanitize.sh: %s\n' "$*" >&2; }
