@@ -31,12 +31,11 @@ async_retry_args(PyObject *module, PyObject *const *args, Py_ssize_t nargs, Py_s
 }
 
 PyObject *
-rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+rbc_async_begin(PyObject *module, PyObject *arg)
 {
     rbc_state *st;
-    rbc_retry_object *retry = async_retry_args(module, args, nargs, 5, "_async_begin", &st);
-    if (retry == NULL || rbc_retry_check_callable(args[1], "do") < 0
-        || rbc_retry_check_callable(args[2], "fail") < 0) {
+    rbc_retry_object *retry = async_retry_args(module, &arg, 1, 1, "_async_begin", &st);
+    if (retry == NULL) {
         return NULL;
     }
     /* The usual case (an unpatched C strategy) costs one type compare. */
@@ -94,6 +93,15 @@ rbc_async_caught(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     return rbc_async_call_new_caught(st, args[0], args[1], args[2], args[3], args[4], args[5],
                                      deadline_at);
+}
+
+PyObject *
+rbc_async_check_do(PyObject *module, PyObject *do_)
+{
+    if (rbc_retry_check_callable(do_, "do") < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 /* The asyncio Retry in `arg`, or NULL with TypeError. */

@@ -14,12 +14,16 @@
 
 #include "state.h"
 
-/* _async_begin(retry, do, fail, is_retryable, with_failure_count): the
- * checks and self._backoff.reset(); then None, or, for a Retry with extras
- * (deadline, budget, stats) once reset() has returned, the call counted
- * and True, or its deadline (monotonic seconds, a float), which the
- * coroutine hands to _async_caught. */
-PyObject *rbc_async_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* _async_begin(retry): self._backoff.reset(); then None, or, for a Retry
+ * with extras (deadline, budget, stats) once reset() has returned, the call
+ * counted and True, or its deadline (monotonic seconds, a float), which the
+ * coroutine hands to _async_caught.  One argument (METH_O, the cheapest
+ * call CPython makes to C): do and fail are checked where they are first
+ * called, as redis-py's coroutine meets them; see _async_check_do. */
+PyObject *rbc_async_begin(PyObject *module, PyObject *retry);
+/* _async_check_do(do): TypeError naming `do` unless it is callable, for the
+ * coroutine's handler of the TypeError that calling it raised. */
+PyObject *rbc_async_check_do(PyObject *module, PyObject *do_);
 /* _async_caught(retry, error, do, fail, is_retryable, with_failure_count,
  * started): the awaitable of the failure loop, from the caught error on;
  * `started` is what _async_begin returned. */
@@ -36,10 +40,13 @@ PyObject *rbc_async_unhandled(PyObject *module, PyObject *retry);
 
 /* clang-format off */
 #define RBC_ASYNC_CORO_METHODS                                                    \
-    {"_async_begin", (PyCFunction)(void (*)(void))rbc_async_begin, METH_FASTCALL, \
-     "_async_begin(retry, do, fail, is_retryable, with_failure_count, /)\n--\n\n" \
-     "Check do and fail, then reset retry._backoff (the coroutine design);\n"    \
-     "with extras, count the call and return True or its deadline."},           \
+    {"_async_begin", rbc_async_begin, METH_O,                                     \
+     "_async_begin(retry, /)\n--\n\n"                                             \
+     "Reset retry._backoff (the coroutine design); with extras, count the\n"     \
+     "call and return True or its deadline."},                                    \
+    {"_async_check_do", rbc_async_check_do, METH_O,                               \
+     "_async_check_do(do, /)\n--\n\n"                                             \
+     "TypeError naming call_with_retry()'s 'do' unless it is callable."},         \
     {"_async_caught", (PyCFunction)(void (*)(void))rbc_async_caught, METH_FASTCALL, \
      "_async_caught(retry, error, do, fail, is_retryable, with_failure_count, started, /)\n--\n\n" \
      "An awaitable of the failure loop, starting from `error` raised by\n"        \

@@ -1385,7 +1385,9 @@ rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failures,
                     PyObject *with_failure_count)
 {
     int counted = with_failure_count == NULL ? 0 : PyObject_IsTrue(with_failure_count);
-    if (counted < 0) {
+    /* Checked here too: the coroutine design meets fail first here, as
+     * redis-py's coroutine does (the other paths checked it at the call). */
+    if (counted < 0 || rbc_retry_check_callable(fail, "fail") < 0) {
         return NULL;
     }
     PyObject *args[2] = {error, failures};

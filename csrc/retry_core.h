@@ -294,8 +294,9 @@ int rbc_retry_own_checker_allows(rbc_retry_object *self, PyObject *error);
 int rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self,
                                   PyObject *is_retryable, PyObject *error);
 
-/* fail(error, failures) when with_failure_count is true, else fail(error).
- * Returns fail's result (a new reference; the async Retry awaits it). */
+/* fail(error, failures) when with_failure_count is true, else fail(error),
+ * after checking that fail is callable (TypeError naming it).  Returns
+ * fail's result (a new reference; the async Retry awaits it). */
 PyObject *rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failures,
                               PyObject *with_failure_count);
 

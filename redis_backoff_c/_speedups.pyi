@@ -233,14 +233,8 @@ def get_random_source() -> str: ...
 
 # The C half of the coroutine design of AsyncRetry.call_with_retry
 # (redis_backoff_c.asyncio._coroutine); private.
-def _async_begin(
-    retry: AsyncRetry,
-    do: Callable[[], Awaitable[Any]],
-    fail: Callable[..., Any],
-    is_retryable: Callable[[Exception], bool] | None,
-    with_failure_count: bool,
-    /,
-) -> bool | float | None: ...
+def _async_begin(retry: AsyncRetry, /) -> bool | float | None: ...
+def _async_check_do(do: object, /) -> None: ...
 def _async_caught(
     retry: AsyncRetry,
     error: BaseException,

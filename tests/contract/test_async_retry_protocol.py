@@ -14,6 +14,8 @@ import pytest
 import redis.exceptions
 from support import run_on, suspend
 
+import redis_backoff_c
+
 ConnectionError_ = redis.exceptions.ConnectionError
 
 
@@ -316,14 +318,40 @@ def test_arguments_checked_at_call(c_impl):
 
 
 @pytest.mark.async_design("coroutine")
-def test_arguments_checked_when_awaited(c_impl):
-    # The coroutine design's call only creates the coroutine (as redis-py's
-    # does); the first step checks do and fail before reset() or do().
+def test_arguments_checked_where_they_are_first_called(c_impl):
+    # The coroutine design's call only creates the coroutine, and meets do
+    # and fail where redis-py's coroutine does: do at its first call, fail
+    # at the first failure; each TypeError names the argument.
     retry = c_impl.asyncio_retry.Retry(c_impl.backoff.NoBackoff(), 1)
-    for args, name in [((1, lambda e: None), "do"), ((lambda: None, None), "fail")]:
-        coro = retry.call_with_retry(*args)
-        with pytest.raises(TypeError, match=f"'{name}' must be callable"):
+    with_extras = c_impl.asyncio_retry.Retry(
+        c_impl.backoff.NoBackoff(), 1, stats=redis_backoff_c.RetryStats()
+    )
+    for each in (retry, with_extras):
+        coro = each.call_with_retry(1, lambda e: None)
+        with pytest.raises(TypeError, match="argument 'do' must be callable, not int"):
             coro.send(None)
+
+        async def fails():
+            raise redis.exceptions.ConnectionError("down")
+
+        coro = each.call_with_retry(fails, None)
+        with pytest.raises(TypeError, match="argument 'fail' must be callable, not NoneType"):
+            coro.send(None)
+
+        async def returns():
+            return "done"
+
+        # A fail that is never called is never checked, as in redis-py.
+        assert run_on("hand", each.call_with_retry(returns, None)) == "done"
+
+        # do's own TypeError passes through untouched.
+        async def raises_type_error():
+            raise TypeError("do's own")
+
+        coro = each.call_with_retry(raises_type_error, lambda e: None)
+        with pytest.raises(TypeError, match="^do's own$"):
+            coro.send(None)
+    assert with_extras.stats.snapshot()["unhandled_errors"] == 2
     with pytest.raises(TypeError):
         retry.call_with_retry(lambda: None)
     with pytest.raises(TypeError):
