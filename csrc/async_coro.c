@@ -55,7 +55,7 @@ rbc_async_begin(PyObject *module, PyObject *arg)
     if (call.deadline_at == 0.0) {
         Py_RETURN_TRUE;
     }
-    return PyFloat_FromDouble(call.deadline_at);
+    return rbc_extras_deadline_float(retry->extras, call.deadline_at);
 }
 
 /* The deadline that _async_begin returned (None or True: none). */

@@ -624,6 +624,7 @@ drop_if_empty(rbc_retry_extras **extras)
     if (block != NULL && block->deadline == NULL && block->budget == NULL
         && block->stats == NULL) {
         *extras = NULL;
+        Py_XDECREF(block->last_deadline_at); /* a float: runs no code */
         PyMem_Free(block);
     }
 }
@@ -640,6 +641,7 @@ rbc_retry_extras_clear(rbc_retry_extras **extras)
     Py_XDECREF(block->deadline);
     Py_XDECREF(block->budget);
     Py_XDECREF(block->stats);
+    Py_XDECREF(block->last_deadline_at);
     PyMem_Free(block);
 }
 
@@ -872,6 +874,27 @@ rbc_extras_begin_slow(rbc_retry_extras *extras, rbc_call_extras *call)
     if (extras->deadline != NULL) {
         call->deadline_at = monotonic_start() + extras->deadline_seconds;
     }
+}
+
+PyObject *
+rbc_extras_deadline_float(rbc_retry_extras *extras, double deadline_at)
+{
+#ifdef Py_GIL_DISABLED
+    /* Without the GIL the shared float would be a race: one per call. */
+    (void)extras;
+    return PyFloat_FromDouble(deadline_at);
+#else
+    PyObject *last = extras->last_deadline_at;
+    if (last != NULL && PyFloat_AS_DOUBLE(last) == deadline_at) {
+        return Py_NewRef(last);
+    }
+    PyObject *made = PyFloat_FromDouble(deadline_at);
+    if (made != NULL) {
+        /* The old float's dealloc runs no Python code. */
+        Py_XSETREF(extras->last_deadline_at, Py_NewRef(made));
+    }
+    return made;
+#endif
 }
 
 void

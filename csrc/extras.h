@@ -58,6 +58,7 @@ struct rbc_retry_extras {
     double deadline_seconds; /* its value */
     rbc_budget_object *budget;
     rbc_stats_object *stats;
+    PyObject *last_deadline_at; /* the float rbc_extras_deadline_float made last, or NULL */
 };
 typedef struct rbc_retry_extras rbc_retry_extras;
 
@@ -118,6 +119,14 @@ void rbc_extras_failed_slow(rbc_retry_extras *extras, int caught);
 void rbc_extras_not_retryable_slow(rbc_retry_extras *extras);
 int rbc_extras_refuse_retry_slow(rbc_retry_extras *extras, int exhausted);
 void rbc_extras_aborted_slow(rbc_retry_extras *extras);
+
+/* A call's deadline_at as a float object (a new reference, or NULL with
+ * MemoryError), for the coroutine design, which carries it in a local.
+ * The start is read from the coarse clock, which moves once a tick (a few
+ * ms): calls in a row mostly share their deadline, so the float made last
+ * is kept in the block and handed out again while its value is the same,
+ * an allocation saved per call.  Runs no Python code. */
+PyObject *rbc_extras_deadline_float(rbc_retry_extras *extras, double deadline_at);
 
 /* Once, when the call starts (after reset()): counts the call and fixes
  * its deadline. */

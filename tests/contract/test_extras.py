@@ -405,6 +405,27 @@ def test_a_deadline_set_during_a_call_applies_from_the_next(flavor):
     assert do.attempts == 1
 
 
+def test_a_deadline_changed_between_calls_applies_to_the_next(flavor):
+    # Back to back, mostly within one tick of the coarse clock: the next
+    # call's deadline is the new one's (the coroutine design hands the same
+    # float to calls whose deadlines are equal, never to others).
+    retry = flavor.Retry(ConstantBackoff(5), 2, deadline=100)
+    do = always_failing()
+    with pytest.raises(CE):
+        flavor.call(retry, do)
+    assert do.attempts == 3 and flavor.slept == [5, 5]
+    retry.deadline = 1
+    do = always_failing()
+    with pytest.raises(CE):
+        flavor.call(retry, do)
+    assert do.attempts == 1  # a 5 s sleep would reach the 1 s deadline
+    retry.deadline = 100
+    do = always_failing()
+    with pytest.raises(CE):
+        flavor.call(retry, do)
+    assert do.attempts == 3
+
+
 def test_retries_exhausted_still_raise_before_the_deadline(flavor):
     retry = flavor.Retry(NoBackoff(), 2, deadline=100)
     do = always_failing()
