@@ -426,6 +426,30 @@ def test_a_deadline_changed_between_calls_applies_to_the_next(flavor):
     assert do.attempts == 3
 
 
+def test_reset_that_remakes_the_deadline_between_calls(flavor, extras):
+    # The coroutine design keeps the last deadline float in the Retry's
+    # extras block: reset() frees that block (every extra unset) and makes
+    # a new one with another deadline, after a call that left a float in
+    # it.  The call uses the new deadline (the sanitizer stage checks the
+    # freed block is not read).
+    class RemakingBackoff(ConstantBackoff):
+        def reset(self):
+            if self.deadline is not None:
+                retry.deadline = retry.stats = None
+                retry.deadline = self.deadline
+
+    backoff = RemakingBackoff(5)
+    backoff.deadline = None
+    retry = flavor.Retry(backoff, 2, (CE,), deadline=100, stats=extras.RetryStats())
+    assert flavor.call(retry, lambda: "ok") == "ok"
+    backoff.deadline = 1
+    do = always_failing()
+    with pytest.raises(CE):
+        flavor.call(retry, do)
+    assert do.attempts == 1  # a 5 s sleep would reach the new 1 s deadline
+    assert retry.stats is None and retry.deadline == 1
+
+
 def test_retries_exhausted_still_raise_before_the_deadline(flavor):
     retry = flavor.Retry(NoBackoff(), 2, deadline=100)
     do = always_failing()
