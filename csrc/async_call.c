@@ -63,7 +63,7 @@ typedef struct {
      * (rbc_async_close_context). */
     PyObject *closed_context;
     double sleep_started; /* rbc_extras_sleep_started, for slept_seconds */
-    rbc_state *state;     /* the module's, alive as long as our type is */
+    rbc_state *state;     /* the module's: read through call_state() only */
     long long failures;
     rbc_call_extras extras; /* the call's deadline, fixed when it starts */
     call_phase phase;
@@ -74,10 +74,32 @@ typedef struct {
 
 #define CALL(op) ((call_object *)(op))
 
+/* The module's state, or NULL once it is gone (no exception set).  The
+ * state lives as long as the module, and the module as long as our type
+ * holds it, which is not as long as the type lives: in the interpreter's
+ * final collections the type's clear drops its module (ht_module), which
+ * may free the state while an awaitable in a cycle is still to be
+ * finalized or deallocated.  A module cleared but not yet freed (its
+ * slots emptied) is gone for us too. */
 static inline rbc_state *
+call_state_alive(call_object *self)
+{
+    if (((PyHeapTypeObject *)Py_TYPE(self))->ht_module == NULL
+        || self->state->async.Call_type == NULL) {
+        return NULL;
+    }
+    return self->state;
+}
+
+/* The same, NULL with RuntimeError when the state is gone. */
+static rbc_state *
 call_state(call_object *self)
 {
-    return self->state;
+    rbc_state *st = call_state_alive(self);
+    if (st == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "redis_backoff_c was cleared");
+    }
+    return st;
 }
 
 /* The end of the coroutine: drop everything a finished frame drops. */
@@ -265,7 +287,9 @@ after_do_error(call_object *self, PyObject **value)
         return outcome;
     }
     if (go_on > 0) {
-        go_on = rbc_retry_call_checker_allows(call_state(self), retry, self->is_retryable, error);
+        rbc_state *st = call_state(self);
+        go_on = st == NULL ? -1
+                           : rbc_retry_call_checker_allows(st, retry, self->is_retryable, error);
     }
     if (go_on <= 0) {
         rbc_exc_end_handling(previous);
@@ -328,7 +352,7 @@ enter_sleep(call_object *self, rbc_state *st, PyObject *delay, PyObject **value)
 /* fail's awaitable returned: the retries limit, compute(failures) and the
  * backoff sleep, or do() again at once. */
 static PySendResult
-after_fail(call_object *self, rbc_state *st, PyObject **value)
+after_fail(call_object *self, PyObject **value)
 {
     rbc_retry_object *retry = (rbc_retry_object *)self->retry;
     PyObject *error = self->error;
@@ -337,7 +361,8 @@ after_fail(call_object *self, rbc_state *st, PyObject **value)
     if (rbc_retry_exhausted(retry, self->failures)) {
         goto raise; /* `raise error`: the same object */
     }
-    PyObject *count = PyLong_FromLongLong(self->failures);
+    rbc_state *st = call_state(self);
+    PyObject *count = st == NULL ? NULL : PyLong_FromLongLong(self->failures);
     if (count == NULL) {
         goto error;
     }
@@ -405,10 +430,7 @@ run(call_object *self, PySendResult outcome, PyObject **value)
             }
             Py_DECREF(*value); /* fail's result is not used */
             *value = NULL;
-            {
-                rbc_state *st = call_state(self);
-                outcome = after_fail(self, st, value);
-            }
+            outcome = after_fail(self, value);
             break;
         case CALL_REJECTING:
             if (outcome == PYGEN_ERROR) {
@@ -461,7 +483,8 @@ start(call_object *self, PyObject *arg, PyObject **value)
         PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started coroutine");
         return PYGEN_ERROR;
     }
-    if (rbc_retry_reset_backoff(call_state(self), (rbc_retry_object *)self->retry) < 0) {
+    rbc_state *st = call_state(self);
+    if (st == NULL || rbc_retry_reset_backoff(st, (rbc_retry_object *)self->retry) < 0) {
         finish(self);
         return PYGEN_ERROR;
     }
@@ -579,12 +602,13 @@ is_static_singleton(PyObject *obj)
  * carries one of the interpreter's singletons (await do() returning a
  * small count or a bool) takes the module's one-item tuple when nothing else
  * holds it any more (as zip and enumerate reuse their result tuple): no
- * other object can tell, and the tuple retains nothing of the caller's. */
+ * other object can tell, and the tuple retains nothing of the caller's.
+ * `as` is NULL when the module is gone: no cache then. */
 static PyObject *
 stop_args(rbc_async_state *as, PyObject *result)
 {
 #if RBC_STOP_ARGS_CACHE
-    PyObject *cached = as->stop_args;
+    PyObject *cached = as == NULL ? NULL : as->stop_args;
     if (cached != NULL && Py_REFCNT(cached) == 1 && is_static_singleton(result)) {
         PyObject *previous = PyTuple_GET_ITEM(cached, 0); /* a singleton too */
         PyTuple_SET_ITEM(cached, 0, Py_NewRef(result));
@@ -677,7 +701,8 @@ outcome_to_result(call_object *self, PySendResult outcome, PyObject *value, int 
             Py_DECREF(value);
             return NULL; /* tp_iternext: NULL without an exception */
         }
-        set_stop_iteration(&call_state(self)->async, value, !none_as_exhausted);
+        rbc_state *st = call_state_alive(self); /* the result is delivered even without it */
+        set_stop_iteration(st == NULL ? NULL : &st->async, value, !none_as_exhausted);
         Py_DECREF(value);
     }
     return NULL;
@@ -1075,6 +1100,12 @@ call_finalize(PyObject *op)
     if (self->phase == CALL_DONE || self->retry == NULL) {
         return;
     }
+    if (call_state_alive(self) == NULL) {
+        /* The interpreter is ending and our module is gone: drop what the
+         * call holds; what it awaits is closed by its own finalizer. */
+        finish(self);
+        return;
+    }
     PyObject *saved = rbc_exc_fetch();
     if (self->phase == CALL_CREATED) {
         finish(self);
@@ -1113,11 +1144,12 @@ call_dealloc(PyObject *op)
     Py_CLEAR(self->retry);
     Py_CLEAR(self->closed_context);
     /* An awaitable lives for one call_with_retry: keep its memory for the
-     * next, unless the module is being cleared (Call_type gone) or the
+     * next, unless the module is gone or being cleared, or the
      * finalizer ran (its "finalized" mark would stay on the memory, and
      * the next object's finalizer would never run). */
-    rbc_async_state *as = &self->state->async;
-    if (as->Call_type == type && as->free_calls_count < RBC_CALL_FREE_LIST_SIZE
+    rbc_state *st = call_state_alive(self);
+    rbc_async_state *as = st == NULL ? NULL : &st->async;
+    if (as != NULL && as->Call_type == type && as->free_calls_count < RBC_CALL_FREE_LIST_SIZE
         && !self->finalized) {
         as->free_calls[as->free_calls_count++] = op;
     }

@@ -57,6 +57,23 @@ needs_an_argument(rbc_async_method *m)
     return NULL;
 }
 
+/* impl(context, self, ...).  The context (the module state) lives as long
+ * as the owner holds its module, not as long as the owner lives: in the
+ * interpreter's final collections the owner's clear drops its module
+ * (ht_module), which may free the state while this descriptor is still
+ * reachable. */
+static inline PyObject *
+call_impl(rbc_async_method *m, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+          PyObject *kwnames)
+{
+    if (((PyHeapTypeObject *)m->owner)->ht_module == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%.100s.%s: its module was cleared", m->owner->tp_name,
+                     m->name);
+        return NULL;
+    }
+    return m->impl(m->context, self, args, nargs, kwnames);
+}
+
 /* Meth(self=obj, ...): the template is an `async def` whose `self` may be
  * passed by keyword, so this one takes it too.  Rare; off the usual path. */
 static PyObject *
@@ -92,7 +109,7 @@ call_with_self_keyword(rbc_async_method *m, PyObject *const *args, PyObject *kwn
             rest[j++] = args[i];
         }
     }
-    result = m->impl(m->context, self, rest, 0, nkw > 1 ? rest_names : NULL);
+    result = call_impl(m, self, rest, 0, nkw > 1 ? rest_names : NULL);
 done:
     Py_XDECREF(rest_names);
     PyMem_Free(rest);
@@ -112,7 +129,7 @@ method_vectorcall_other(rbc_async_method *m, PyObject *const *args, Py_ssize_t n
     if (check_self(m, args[0]) < 0) {
         return NULL;
     }
-    return m->impl(m->context, args[0], args + 1, nargs - 1, kwnames);
+    return call_impl(m, args[0], args + 1, nargs - 1, kwnames);
 }
 
 /* meth(obj, *args, **kwargs): the only work above the C method's own is
@@ -123,7 +140,7 @@ method_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
     rbc_async_method *m = (rbc_async_method *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs >= 1 && Py_IS_TYPE(args[0], m->owner)) {
-        return m->impl(m->context, args[0], args + 1, nargs - 1, kwnames);
+        return call_impl(m, args[0], args + 1, nargs - 1, kwnames);
     }
     return method_vectorcall_other(m, args, nargs, kwnames);
 }

@@ -29,7 +29,8 @@ PyTypeObject *rbc_async_method_type_new(PyObject *module);
 
 /* A new descriptor named `name` (a static string) for instances of `owner`
  * (a heap type), calling `impl` with `context`, which must live as long as
- * the owner does; `doc` (static) is its __doc__ until it is given a
+ * the owner holds its module (ht_module): the descriptor refuses calls
+ * once the owner has dropped it; `doc` (static) is its __doc__ until it is given a
  * template. */
 PyObject *rbc_async_method_new(PyTypeObject *method_type, PyTypeObject *owner, const char *name,
                                rbc_method_impl impl, void *context, const char *doc);

@@ -66,8 +66,8 @@ PyDoc_STRVAR(call_with_retry_doc,
 static int
 install_call_with_retry(rbc_state *st, PyTypeObject *type)
 {
-    /* The state outlives the type, which holds its module (ht_module), and
-     * so the descriptor, which holds the type. */
+    /* The state lives while the type holds its module (ht_module), which
+     * the descriptor checks before each call. */
     PyObject *method = rbc_async_method_new(st->async.AsyncMethod_type, type, "call_with_retry",
                                             call_with_retry, st, call_with_retry_doc);
     if (method == NULL) {

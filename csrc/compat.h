@@ -9,15 +9,22 @@
 #endif
 
 /* PyType_GetModuleByDef() is 3.11+; 3.10 gets the same MRO walk here.
- * Returns a borrowed reference, or NULL with TypeError set. */
+ * Returns a borrowed reference, or NULL with TypeError set (RuntimeError
+ * for a type already cleared). */
 static inline PyObject *
 rbc_type_module_by_def(PyTypeObject *type, PyModuleDef *def)
 {
+    PyObject *mro = type->tp_mro;
+    if (mro == NULL) {
+        /* A type cleared in the interpreter's final collections: CPython's
+         * PyType_GetModuleByDef would read its MRO anyway. */
+        PyErr_Format(PyExc_RuntimeError, "type '%.100s' was cleared", type->tp_name);
+        return NULL;
+    }
 #if PY_VERSION_HEX >= 0x030B0000
     return PyType_GetModuleByDef(type, def);
 #else
-    PyObject *mro = type->tp_mro;
-    Py_ssize_t n = mro == NULL ? 0 : PyTuple_GET_SIZE(mro);
+    Py_ssize_t n = PyTuple_GET_SIZE(mro);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
         if (base->tp_flags & Py_TPFLAGS_HEAPTYPE) {
