@@ -65,7 +65,7 @@ typedef struct {
     double sleep_started; /* rbc_extras_sleep_started, for slept_seconds */
     rbc_state *state;     /* the module's: read through call_state() only */
     long long failures;
-    rbc_call_extras extras; /* the call's deadline, fixed when it starts */
+    rbc_call_extras extras; /* the call's deadline and counting, fixed when it starts */
     call_phase phase;
     char running;   /* inside send/throw/close: re-entry is an error */
     char finalized; /* tp_finalize ran: the memory is not reused */
@@ -100,6 +100,13 @@ call_state(call_object *self)
         PyErr_SetString(PyExc_RuntimeError, "redis_backoff_c was cleared");
     }
     return st;
+}
+
+/* The extras this call counts in (rbc_retry_call_extras). */
+static inline rbc_retry_extras *
+call_extras(call_object *self)
+{
+    return rbc_retry_call_extras(RETRY(self->retry), &self->extras);
 }
 
 /* The end of the coroutine: drop everything a finished frame drops. */
@@ -273,7 +280,7 @@ after_do_error(call_object *self, PyObject **value)
         finish(self);
         return PYGEN_ERROR;
     }
-    if (!rbc_retry_catches(retry, error)) {
+    if (!rbc_retry_catches(retry, &self->extras, error)) {
         return raise_error(self, error); /* foreign errors, KeyboardInterrupt: untouched */
     }
     PyObject *previous = rbc_exc_begin_handling(error);
@@ -289,7 +296,7 @@ after_do_error(call_object *self, PyObject **value)
     if (go_on > 0) {
         rbc_state *st = call_state(self);
         go_on = st == NULL ? -1
-                           : rbc_retry_call_checker_allows(st, retry, self->is_retryable, error);
+                           : rbc_retry_call_checker_allows(st, retry, &self->extras, self->is_retryable, error);
     }
     if (go_on <= 0) {
         rbc_exc_end_handling(previous);
@@ -297,7 +304,7 @@ after_do_error(call_object *self, PyObject **value)
             return raise_error(self, error); /* the bare `raise` */
         }
         Py_DECREF(error);
-        rbc_extras_call_aborted(retry->extras); /* a checker raised */
+        rbc_extras_call_aborted(call_extras(self)); /* a checker raised */
         finish(self);
         return PYGEN_ERROR;
     }
@@ -314,7 +321,7 @@ after_rejected_fail(call_object *self)
 {
     PyObject *error = self->error;
     self->error = NULL;
-    rbc_extras_gave_up_not_retryable(RETRY(self->retry)->extras);
+    rbc_extras_gave_up_not_retryable(call_extras(self));
     return raise_error(self, error);
 }
 
@@ -325,7 +332,7 @@ retry_do(call_object *self, PyObject **value)
 {
     PyObject *error = self->error;
     self->error = NULL;
-    if (!rbc_extras_before_retry(RETRY(self->retry)->extras, &self->extras)) {
+    if (!rbc_extras_before_retry(call_extras(self), &self->extras)) {
         return raise_error(self, error);
     }
     Py_XDECREF(error);
@@ -358,7 +365,7 @@ after_fail(call_object *self, PyObject **value)
     PyObject *error = self->error;
     PyObject *previous = rbc_exc_begin_handling(error);
     PyObject *delay = NULL;
-    if (rbc_retry_exhausted(retry, self->failures)) {
+    if (rbc_retry_exhausted(retry, &self->extras, self->failures)) {
         goto raise; /* `raise error`: the same object */
     }
     rbc_state *st = call_state(self);
@@ -384,12 +391,12 @@ after_fail(call_object *self, PyObject **value)
     if (allowed == 0) {
         goto raise; /* the sleep would reach the deadline */
     }
-    self->sleep_started = rbc_extras_sleep_started(retry->extras);
+    self->sleep_started = rbc_extras_sleep_started(call_extras(self));
     PySendResult outcome = enter_sleep(self, st, delay, value); /* consumes delay */
     rbc_exc_end_handling(previous);
     if (outcome == PYGEN_ERROR) {
-        rbc_extras_sleep_ended(retry->extras, self->sleep_started);
-        rbc_extras_call_aborted(retry->extras);
+        rbc_extras_sleep_ended(call_extras(self), self->sleep_started);
+        rbc_extras_call_aborted(call_extras(self));
         finish(self);
     }
     return outcome;
@@ -401,7 +408,7 @@ raise:
 error:
     Py_XDECREF(delay);
     rbc_exc_end_handling(previous);
-    rbc_extras_call_aborted(retry->extras); /* compute() or the delay raised */
+    rbc_extras_call_aborted(call_extras(self)); /* compute() or the delay raised */
     finish(self);
     return PYGEN_ERROR;
 }
@@ -416,7 +423,7 @@ run(call_object *self, PySendResult outcome, PyObject **value)
         switch (self->phase) {
         case CALL_AWAIT_DO:
             if (outcome == PYGEN_RETURN) {
-                rbc_extras_call_succeeded(RETRY(self->retry)->extras);
+                rbc_extras_call_succeeded(call_extras(self));
                 finish(self);
                 return PYGEN_RETURN;
             }
@@ -424,7 +431,7 @@ run(call_object *self, PySendResult outcome, PyObject **value)
             break;
         case CALL_AWAIT_FAIL:
             if (outcome == PYGEN_ERROR) { /* fail raised, or was cancelled or closed */
-                rbc_extras_call_aborted(RETRY(self->retry)->extras);
+                rbc_extras_call_aborted(call_extras(self));
                 finish(self);
                 return PYGEN_ERROR;
             }
@@ -434,7 +441,7 @@ run(call_object *self, PySendResult outcome, PyObject **value)
             break;
         case CALL_REJECTING:
             if (outcome == PYGEN_ERROR) {
-                rbc_extras_call_aborted(RETRY(self->retry)->extras);
+                rbc_extras_call_aborted(call_extras(self));
                 finish(self);
                 return PYGEN_ERROR;
             }
@@ -442,9 +449,9 @@ run(call_object *self, PySendResult outcome, PyObject **value)
             *value = NULL;
             return after_rejected_fail(self);
         case CALL_AWAIT_SLEEP:
-            rbc_extras_sleep_ended(RETRY(self->retry)->extras, self->sleep_started);
+            rbc_extras_sleep_ended(call_extras(self), self->sleep_started);
             if (outcome == PYGEN_ERROR) { /* the sleep raised, or was cancelled or closed */
-                rbc_extras_call_aborted(RETRY(self->retry)->extras);
+                rbc_extras_call_aborted(call_extras(self));
                 finish(self);
                 return PYGEN_ERROR;
             }
@@ -506,7 +513,7 @@ start(call_object *self, PyObject *arg, PyObject **value)
     self->inner = NULL;
     Py_DECREF(awaitable);
     if (outcome == PYGEN_RETURN) {
-        rbc_extras_call_succeeded(RETRY(self->retry)->extras);
+        rbc_extras_call_succeeded(call_extras(self));
         finish(self);
         return PYGEN_RETURN;
     }
@@ -1042,6 +1049,7 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
     self->state = st;
     self->failures = 0;
     self->extras.deadline_at = 0.0;
+    self->extras.counted = 0;
     self->phase = CALL_CREATED;
     self->running = 0;
     self->finalized = 0;
@@ -1053,12 +1061,12 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
 PyObject *
 rbc_async_call_new_caught(rbc_state *st, PyObject *retry, PyObject *error, PyObject *do_,
                           PyObject *fail, PyObject *is_retryable, PyObject *with_failure_count,
-                          double deadline_at)
+                          const rbc_call_extras *call)
 {
     PyObject *op = rbc_async_call_new(st, retry, do_, fail, is_retryable, with_failure_count);
     if (op != NULL) {
         CALL(op)->error = Py_NewRef(error);
-        CALL(op)->extras.deadline_at = deadline_at;
+        CALL(op)->extras = *call;
         CALL(op)->phase = CALL_CAUGHT;
     }
     return op;

@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "extras.h"
 #include "state.h"
 
 /* Creates the awaitable type into st->async.Call_type. */
@@ -32,6 +33,6 @@ PyObject *rbc_async_close_context(rbc_state *st, PyObject *call);
  * already reset the backoff and awaited do() once. */
 PyObject *rbc_async_call_new_caught(rbc_state *st, PyObject *retry, PyObject *error,
                                     PyObject *do_, PyObject *fail, PyObject *is_retryable,
-                                    PyObject *with_failure_count, double deadline_at);
+                                    PyObject *with_failure_count, const rbc_call_extras *call);
 
 #endif

@@ -58,11 +58,13 @@ rbc_async_begin(PyObject *module, PyObject *arg)
     return rbc_extras_deadline_float(retry->extras, call.deadline_at);
 }
 
-/* The deadline that _async_begin returned (None or True: none). */
+/* The call as _async_begin started it: None, not counted; True, counted
+ * with no deadline; a float, its deadline. */
 static int
-started_deadline(PyObject *started, double *deadline_at)
+started_call(PyObject *started, rbc_call_extras *call)
 {
-    *deadline_at = 0.0;
+    call->deadline_at = 0.0;
+    call->counted = started != Py_None;
     if (started == Py_None || started == Py_True) {
         return 0;
     }
@@ -73,7 +75,7 @@ started_deadline(PyObject *started, double *deadline_at)
                      Py_TYPE(started)->tp_name);
         return -1;
     }
-    *deadline_at = PyFloat_AS_DOUBLE(started);
+    call->deadline_at = PyFloat_AS_DOUBLE(started);
     return 0;
 }
 
@@ -81,9 +83,9 @@ PyObject *
 rbc_async_caught(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     rbc_state *st;
-    double deadline_at;
+    rbc_call_extras call;
     if (async_retry_args(module, args, nargs, 7, "_async_caught", &st) == NULL
-        || started_deadline(args[6], &deadline_at) < 0) {
+        || started_call(args[6], &call) < 0) {
         return NULL;
     }
     if (!PyExceptionInstance_Check(args[1])) {
@@ -92,7 +94,7 @@ rbc_async_caught(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     return rbc_async_call_new_caught(st, args[0], args[1], args[2], args[3], args[4], args[5],
-                                     deadline_at);
+                                     &call);
 }
 
 PyObject *

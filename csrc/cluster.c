@@ -60,30 +60,47 @@ rbc_cluster_begin(PyObject *module, PyObject *retry)
 }
 
 PyObject *
-rbc_cluster_failed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+rbc_cluster_failed(PyObject *module, PyObject *retry)
 {
-    rbc_retry_object *self = cluster_args(module, nargs, 3, nargs > 0 ? args[0] : NULL,
-                                          "_cluster_failed");
+    rbc_retry_object *self = cluster_args(module, 1, 1, retry, "_cluster_failed");
     if (self == NULL) {
         return NULL;
     }
-    rbc_call_extras call;
-    call.deadline_at = seconds_arg(args[1], "_cluster_failed", "deadline_at");
+    rbc_extras_attempt_failed(self->extras, 1);
+    return PyBool_FromLong(rbc_extras_refuse_retry(self->extras, 0));
+}
+
+PyObject *
+rbc_cluster_delay(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    rbc_retry_object *self = cluster_args(module, nargs, 3, nargs > 0 ? args[0] : NULL,
+                                          "_cluster_delay");
+    if (self == NULL) {
+        return NULL;
+    }
+    rbc_call_extras call = {0.0, 1}; /* counted: _cluster_begin saw extras */
+    call.deadline_at = seconds_arg(args[1], "_cluster_delay", "deadline_at");
     if (call.deadline_at == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
-    /* The block is read after deadline_at's conversion, which may run
-     * Python code; the delay's __float__ may change it again, and
-     * rbc_extras_before_sleep reads it after that. */
-    rbc_extras_attempt_failed(self->extras, 1);
-    if (rbc_extras_refuse_retry(self->extras, 0)) {
-        return PyLong_FromLong(1);
+    double seconds = 0.0;
+    if (args[2] != Py_None) {
+        seconds = PyFloat_AsDouble(args[2]);
+        if (seconds == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
     }
-    int sleep = rbc_extras_before_sleep(&self->extras, &call, args[2]);
-    if (sleep < 0) {
-        return NULL;
+    /* The next attempt starts `seconds` from now: too late when that is at
+     * or past the deadline (call_with_retry's two checks, before its sleep
+     * and before its attempt, in one).  The block is read after the
+     * conversions, which may run Python code that changes it. */
+    if (call.deadline_at != 0.0 && seconds > 0.0) {
+        call.deadline_at -= seconds;
     }
-    return PyLong_FromLong(sleep ? 0 : 2);
+    if (rbc_extras_deadline_passed(self->extras, &call)) {
+        Py_RETURN_NONE;
+    }
+    return PyFloat_FromDouble(seconds);
 }
 
 PyObject *
@@ -98,8 +115,8 @@ rbc_cluster_retried(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (slept == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
-    /* The deadline was checked before the sleep (_cluster_failed). */
-    rbc_call_extras no_deadline = {0.0};
+    /* The deadline was checked before the sleep (_cluster_delay). */
+    rbc_call_extras no_deadline = {0.0, 1};
     rbc_extras_before_retry(self->extras, &no_deadline);
     rbc_extras_add_slept(self->extras, slept);
     Py_RETURN_NONE;

@@ -9,8 +9,11 @@
  * the cluster holds (either flavor), in call_with_retry's order:
  *
  *     _cluster_begin(retry)                the command starts
- *     _cluster_failed(retry, deadline_at, delay)
- *                                          an attempt failed, a retry is due
+ *     _cluster_failed(retry)               an attempt failed, a retry is due:
+ *                                          counted, the budget asked
+ *     (the loop's own hook computes the delay)
+ *     _cluster_delay(retry, deadline_at, delay)
+ *                                          the deadline asked
  *     _cluster_retried(retry, slept)       that retry's attempt was made
  *     _cluster_ended(retry, outcome)       the command ended (how: below)
  *
@@ -37,11 +40,16 @@ enum { RBC_CLUSTER_SUCCEEDED,     /* the last attempt returned */
  * (nothing to count); else the command counted as a call, and its deadline
  * (monotonic seconds; 0.0 for none). */
 PyObject *rbc_cluster_begin(PyObject *module, PyObject *retry);
-/* _cluster_failed(retry, deadline_at, delay): an attempt failed with an
- * error the loop retries (one token taken), and the loop will sleep
- * `delay` before the next one.  0 to go on, 1 when the budget refuses the
- * retry, 2 when the sleep would reach the deadline (each give-up counted). */
-PyObject *rbc_cluster_failed(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* _cluster_failed(retry): an attempt failed with an error the loop
+ * retries (counted, one token taken); True when the budget refuses the
+ * retry (the give-up counted), asked before the backoff is computed, as in
+ * call_with_retry. */
+PyObject *rbc_cluster_failed(PyObject *module, PyObject *retry);
+/* _cluster_delay(retry, deadline_at, delay): the loop will sleep `delay`
+ * (None: it will not sleep) before the next attempt.  None when that
+ * attempt would start at or past the deadline (the give-up counted); else
+ * the seconds to sleep (0.0 for None). */
+PyObject *rbc_cluster_delay(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 /* _cluster_retried(retry, slept): the retry's attempt started, after
  * `slept` seconds of backoff. */
 PyObject *rbc_cluster_retried(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
@@ -54,9 +62,13 @@ PyObject *rbc_cluster_ended(PyObject *module, PyObject *const *args, Py_ssize_t 
     {"_cluster_begin", rbc_cluster_begin, METH_O,                                   \
      "_cluster_begin(retry, /)\n--\n\n"                                             \
      "A cluster command starts: None without extras, else its deadline (0.0: none)."}, \
-    {"_cluster_failed", (PyCFunction)(void (*)(void))rbc_cluster_failed, METH_FASTCALL, \
-     "_cluster_failed(retry, deadline_at, delay, /)\n--\n\n"                        \
-     "An attempt failed and a retry is due: 0 to go on, 1 budget, 2 deadline."},    \
+    {"_cluster_failed", rbc_cluster_failed, METH_O,                                 \
+     "_cluster_failed(retry, /)\n--\n\n"                                            \
+     "An attempt failed and a retry is due: True when the budget refuses it."},     \
+    {"_cluster_delay", (PyCFunction)(void (*)(void))rbc_cluster_delay, METH_FASTCALL, \
+     "_cluster_delay(retry, deadline_at, delay, /)\n--\n\n"                         \
+     "The seconds to sleep before the retry (delay None: 0.0), or None when the\n"  \
+     "deadline refuses it."},                                                       \
     {"_cluster_retried", (PyCFunction)(void (*)(void))rbc_cluster_retried, METH_FASTCALL, \
      "_cluster_retried(retry, slept, /)\n--\n\n"                                    \
      "The retry's attempt started after `slept` seconds of backoff."},              \

@@ -942,7 +942,7 @@ rbc_extras_before_sleep(rbc_retry_extras *const *extras, const rbc_call_extras *
                         PyObject *delay)
 {
     rbc_retry_extras *block = *extras;
-    if (block == NULL || (call->deadline_at == 0.0 && block->stats == NULL)) {
+    if (!call->counted || block == NULL || (call->deadline_at == 0.0 && block->stats == NULL)) {
         return 1;
     }
     double seconds = PyFloat_AsDouble(delay);
@@ -992,13 +992,22 @@ rbc_extras_sleep_ended(const rbc_retry_extras *extras, double started)
 }
 
 int
-rbc_extras_before_retry(rbc_retry_extras *extras, const rbc_call_extras *call)
+rbc_extras_deadline_passed(rbc_retry_extras *extras, const rbc_call_extras *call)
 {
     if (call->deadline_at != 0.0 && monotonic_now() >= call->deadline_at) {
         count(extras != NULL ? extras->stats : NULL, RBC_STAT_GIVE_UPS_DEADLINE);
+        return 1;
+    }
+    return 0;
+}
+
+int
+rbc_extras_before_retry(rbc_retry_extras *extras, const rbc_call_extras *call)
+{
+    if (rbc_extras_deadline_passed(extras, call)) {
         return 0;
     }
-    if (extras != NULL) {
+    if (call->counted && extras != NULL) {
         count(extras->stats, RBC_STAT_RETRIES);
     }
     return 1;

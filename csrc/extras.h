@@ -63,9 +63,15 @@ struct rbc_retry_extras {
 typedef struct rbc_retry_extras rbc_retry_extras;
 
 /* Per call of call_with_retry: when it must end (monotonic seconds), or 0
- * when the Retry had no deadline when the call started. */
+ * when the Retry had no deadline when the call started; and whether the
+ * Retry had any extras then.  A call that starts without them is plain to
+ * its end, whatever is set on the Retry during it (every design's success
+ * path decides so, once, at the start), so that each call is counted in
+ * full or not at all; one that starts with them uses the ones the Retry
+ * holds at each step. */
 typedef struct {
     double deadline_at;
+    int counted;
 } rbc_call_extras;
 
 int rbc_extras_init(rbc_state *st, PyObject *module);
@@ -134,6 +140,7 @@ static inline void
 rbc_extras_call_begin(rbc_retry_extras *extras, rbc_call_extras *call)
 {
     call->deadline_at = 0.0;
+    call->counted = extras != NULL;
     if (extras != NULL) {
         rbc_extras_begin_slow(extras, call);
     }
@@ -219,7 +226,7 @@ void rbc_extras_add_slept(const rbc_retry_extras *extras, double seconds);
 
 /* Before sleeping `delay` (> 0): 1 to sleep, 0 to give up because the
  * sleep would reach the call's deadline, -1 when delay is no real
- * number.
+ * number.  Nothing for a call not counted.
  * `extras` is the address of the Retry's field, read again after the
  * delay's __float__, which may change it. */
 int rbc_extras_before_sleep(rbc_retry_extras *const *extras, const rbc_call_extras *call,
@@ -229,5 +236,8 @@ int rbc_extras_before_sleep(rbc_retry_extras *const *extras, const rbc_call_extr
  * call do() again (counted as a retry), 0 to give up because the deadline
  * has passed. */
 int rbc_extras_before_retry(rbc_retry_extras *extras, const rbc_call_extras *call);
+
+/* 1 when the call's deadline has passed (the give-up counted), else 0. */
+int rbc_extras_deadline_passed(rbc_retry_extras *extras, const rbc_call_extras *call);
 
 #endif

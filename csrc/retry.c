@@ -51,7 +51,7 @@ typedef struct {
     PyObject *fail;
     PyObject *is_retryable;
     PyObject *with_failure_count;
-    rbc_call_extras extras; /* the call's deadline */
+    rbc_call_extras extras; /* the call's deadline, and whether it is counted */
 } retry_call;
 
 /* The Retry's own checker rejected the error (redis-py 8.2): fail(error)
@@ -72,7 +72,7 @@ fail_rejected(rbc_retry_object *self, const retry_call *call, PyObject *error,
         return -1;
     }
     Py_DECREF(result);
-    rbc_extras_gave_up_not_retryable(self->extras);
+    rbc_extras_gave_up_not_retryable(rbc_retry_call_extras(self, &call->extras));
     return 0;
 }
 
@@ -87,7 +87,7 @@ handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyOb
     if (own <= 0) {
         return own < 0 ? -1 : fail_rejected(self, call, error, *failures);
     }
-    int go_on = rbc_retry_call_checker_allows(st, self, call->is_retryable, error);
+    int go_on = rbc_retry_call_checker_allows(st, self, &call->extras, call->is_retryable, error);
     if (go_on <= 0) {
         return go_on;
     }
@@ -103,7 +103,7 @@ handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyOb
         goto done;
     }
     Py_DECREF(result);
-    if (rbc_retry_exhausted(self, *failures)) {
+    if (rbc_retry_exhausted(self, &call->extras, *failures)) {
         status = 0;
         goto done;
     }
@@ -114,9 +114,9 @@ handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyOb
     }
     status = should_sleep ? rbc_extras_before_sleep(&self->extras, &call->extras, delay) : 1;
     if (status > 0 && should_sleep) {
-        double started = rbc_extras_sleep_started(self->extras);
+        double started = rbc_extras_sleep_started(rbc_retry_call_extras(self, &call->extras));
         status = sleep_for(&st->retry, delay) < 0 ? -1 : 1;
-        rbc_extras_sleep_ended(self->extras, started);
+        rbc_extras_sleep_ended(rbc_retry_call_extras(self, &call->extras), started);
     }
     if (status > 0) { /* 0: the deadline is too near to sleep */
         status = rbc_extras_before_retry(self->extras, &call->extras);
@@ -155,7 +155,7 @@ retry_after_error(rbc_state *st, rbc_retry_object *me, const retry_call *call)
             PyErr_SetString(PyExc_SystemError, "do() returned NULL without an exception");
             return NULL;
         }
-        if (!rbc_retry_catches(me, error)) {
+        if (!rbc_retry_catches(me, &call->extras, error)) {
             rbc_exc_restore(error); /* KeyboardInterrupt, foreign errors: untouched */
             return NULL;
         }
@@ -168,12 +168,12 @@ retry_after_error(rbc_state *st, rbc_retry_object *me, const retry_call *call)
         }
         Py_DECREF(error);
         if (step < 0) {
-            rbc_extras_call_aborted(me->extras); /* a callback raised */
+            rbc_extras_call_aborted(rbc_retry_call_extras(me, &call->extras)); /* a callback raised */
             return NULL;
         }
         PyObject *result = PyObject_CallNoArgs(call->do_);
         if (result != NULL) {
-            rbc_extras_call_succeeded(me->extras);
+            rbc_extras_call_succeeded(rbc_retry_call_extras(me, &call->extras));
             return result;
         }
     }
@@ -226,7 +226,7 @@ call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     rbc_extras_call_begin(me->extras, &call.extras);
     PyObject *result = PyObject_Vectorcall(call.do_, NULL, 0, NULL);
     if (result != NULL) {
-        rbc_extras_call_succeeded(me->extras);
+        rbc_extras_call_succeeded(rbc_retry_call_extras(me, &call.extras));
         return result;
     }
     return retry_after_error(st, me, &call);

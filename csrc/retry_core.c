@@ -1329,11 +1329,11 @@ rbc_retry_reset_backoff_slow(rbc_state *st, rbc_retry_object *self)
 }
 
 int
-rbc_retry_catches(rbc_retry_object *self, PyObject *error)
+rbc_retry_catches(rbc_retry_object *self, const rbc_call_extras *call, PyObject *error)
 {
     PyObject *errors = self->supported_errors;
     int caught = errors != NULL && PyErr_GivenExceptionMatches(error, errors);
-    rbc_extras_attempt_failed(self->extras, caught);
+    rbc_extras_attempt_failed(rbc_retry_call_extras(self, call), caught);
     return caught;
 }
 
@@ -1356,8 +1356,8 @@ rbc_retry_own_checker_allows(rbc_retry_object *self, PyObject *error)
 }
 
 int
-rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self, PyObject *is_retryable,
-                              PyObject *error)
+rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self, const rbc_call_extras *call,
+                              PyObject *is_retryable, PyObject *error)
 {
     if (is_retryable == NULL || is_retryable == Py_None) {
         return 1;
@@ -1375,7 +1375,7 @@ rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self, PyObject *i
     int truth = PyObject_IsTrue(verdict);
     Py_DECREF(verdict);
     if (truth == 0) {
-        rbc_extras_gave_up_not_retryable(self->extras);
+        rbc_extras_gave_up_not_retryable(rbc_retry_call_extras(self, call));
     }
     return truth;
 }
@@ -1395,9 +1395,9 @@ rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failures,
 }
 
 int
-rbc_retry_exhausted(rbc_retry_object *self, long long failures)
+rbc_retry_exhausted(rbc_retry_object *self, const rbc_call_extras *call, long long failures)
 {
-    return rbc_extras_refuse_retry(self->extras,
+    return rbc_extras_refuse_retry(rbc_retry_call_extras(self, call),
                                    self->retries_value >= 0 && failures > self->retries_value);
 }
 

@@ -68,19 +68,20 @@
 #include "state.h"
 #include "strategies.h" /* rbc_unpatched_strategy_kind, for rbc_retry_reset_backoff */
 
-#include "args.h" /* rbc_bind, for rbc_retry_bind_call */
+#include "args.h"   /* rbc_bind, for rbc_retry_bind_call */
+#include "extras.h" /* rbc_call_extras, for rbc_retry_call_extras */
 
 /* The Retry object, for both flavors. */
 typedef struct {
     PyObject_HEAD
-    PyObject *backoff;               /* _backoff: any object with reset()/compute() */
-    PyObject *retries;               /* _retries: the object given, int-like */
-    long long retries_value;         /* its value, clamped to long long */
-    PyObject *supported_errors;      /* _supported_errors: tuple of exception classes */
-    PyObject *errors_set;            /* frozenset(supported_errors), built on demand */
-    PyObject *is_retryable;          /* _is_retryable: the own checker; NULL for None */
-    PyObject *weakreflist;           /* weakref.ref(retry) works, as on redis-py's */
-    struct rbc_retry_extras *extras; /* deadline, budget, stats: NULL when none (extras.h) */
+    PyObject *backoff;          /* _backoff: any object with reset()/compute() */
+    PyObject *retries;          /* _retries: the object given, int-like */
+    long long retries_value;    /* its value, clamped to long long */
+    PyObject *supported_errors; /* _supported_errors: tuple of exception classes */
+    PyObject *errors_set;       /* frozenset(supported_errors), built on demand */
+    PyObject *is_retryable;     /* _is_retryable: the own checker; NULL for None */
+    PyObject *weakreflist;      /* weakref.ref(retry) works, as on redis-py's */
+    rbc_retry_extras *extras;   /* deadline, budget, stats: NULL when none (extras.h) */
 } rbc_retry_object;
 
 #define RETRY(op) ((rbc_retry_object *)(op))
@@ -274,9 +275,17 @@ rbc_retry_reset_backoff(rbc_state *st, rbc_retry_object *self)
     return rbc_retry_reset_backoff_slow(st, self);
 }
 
+/* The extras a step of the call counts in: the ones the Retry holds now,
+ * or none for a call that started without any (see rbc_call_extras). */
+static inline rbc_retry_extras *
+rbc_retry_call_extras(rbc_retry_object *self, const rbc_call_extras *call)
+{
+    return call->counted ? self->extras : NULL;
+}
+
 /* Does `except self._supported_errors` catch `error`?  1 or 0 (reads
  * _supported_errors now; matches subclasses, never calls Python code). */
-int rbc_retry_catches(rbc_retry_object *self, PyObject *error);
+int rbc_retry_catches(rbc_retry_object *self, const rbc_call_extras *call, PyObject *error);
 
 /* redis-py 8.2's `self._is_retryable is not None and not
  * self._is_retryable(error)` negated, with the checker the Retry holds
@@ -292,7 +301,8 @@ int rbc_retry_own_checker_allows(rbc_retry_object *self, PyObject *error);
  * on, 0 to re-raise the error (a give-up counted in self's stats), -1 on
  * exception. */
 int rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self,
-                                  PyObject *is_retryable, PyObject *error);
+                                  const rbc_call_extras *call, PyObject *is_retryable,
+                                  PyObject *error);
 
 /* fail(error, failures) when with_failure_count is true, else fail(error),
  * after checking that fail is callable (TypeError naming it).  Returns
@@ -302,7 +312,7 @@ PyObject *rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failure
 
 /* `self._retries >= 0 and failures > self._retries`: 1 when the error must
  * be raised now, else 0.  With a budget, also 1 when it refuses the retry. */
-int rbc_retry_exhausted(rbc_retry_object *self, long long failures);
+int rbc_retry_exhausted(rbc_retry_object *self, const rbc_call_extras *call, long long failures);
 
 /* self._backoff.compute(failures), read now, and `delay > 0` into
  * *should_sleep.  Returns the delay (new reference) or NULL. */

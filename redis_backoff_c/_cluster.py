@@ -12,14 +12,20 @@ extras gets them in that loop as ``call_with_retry`` has them:
   one outcome: success, give-up (retries exhausted, budget, deadline, or
   ``not_retryable`` when the loop gave up between attempts because a
   topology refresh reached no node), an unhandled error (one the loop does
-  not retry), or ``aborted`` (ended during the backoff sleep, e.g.
-  cancelled); ``slept_seconds`` adds the backoff the loop slept;
+  not retry), or ``aborted`` (``compute()`` raised, or the command ended
+  during the backoff sleep, e.g. cancelled); ``slept_seconds`` adds the
+  backoff the loop slept;
 - a cluster built without ``retry=`` gets the extras given to patch(), as
   the other default Retry objects do;
 - the budget takes a token per failed attempt it retries, refills on
   success, and is asked before each retry;
 - the deadline (from the command's first attempt) refuses a retry whose
-  backoff sleep would reach it.
+  attempt would start at or past it (after the backoff sleep, if any).
+
+In the order of ``call_with_retry``: the failed attempt is counted and the
+budget asked before the backoff is computed, the deadline after.  The
+retries of a split multi-shard command's own pipeline, inside the command,
+go through the same hook with the same Retry: they count as the command's.
 
 When the budget or the deadline refuses a retry, the command raises what
 redis-py raises after its last retry (the attempt's error, or the
@@ -50,6 +56,7 @@ from typing import Any
 
 from redis_backoff_c._speedups import (
     _cluster_begin,
+    _cluster_delay,
     _cluster_ended,
     _cluster_failed,
     _cluster_retried,
@@ -73,7 +80,7 @@ class _GaveUp(Exception):
 class _Command:
     """One cluster command with extras, in progress."""
 
-    __slots__ = ("retry", "deadline_at", "failures", "error", "sleep_started", "delay")
+    __slots__ = ("retry", "deadline_at", "failures", "error", "sleep_started", "delay", "counted")
     # Set by the hook, with `error`, for the failure it retries.
     failures: int
     sleep_started: float
@@ -86,6 +93,8 @@ class _Command:
         #: The error of the last failed attempt the loop retries, while that
         #: retry is pending (its attempt not yet seen).
         self.error: BaseException | None = None
+        #: Its outcome is counted already (the hook saw compute() raise).
+        self.counted = False
 
     def retry_made(self) -> None:
         """The pending retry's attempt has run: count it, and its sleep."""
@@ -94,6 +103,13 @@ class _Command:
             slept = min(time.monotonic() - self.sleep_started, self.delay)
             _cluster_retried(self.retry, slept)
 
+    def aborted(self) -> None:
+        """compute() or the delay raised in the hook, as they abort a
+        call_with_retry: the command ends with that exception."""
+        self.error = None
+        self.counted = True
+        _cluster_ended(self.retry, ABORTED)
+
     def succeeded(self) -> None:
         if self.error is not None:
             self.retry_made()
@@ -101,16 +117,19 @@ class _Command:
 
     def ended(self, error: BaseException, retried: tuple[type, ...]) -> None:
         """The command raised `error` (not a give-up of the extras')."""
+        if self.counted:
+            return
         pending = self.error
-        if pending is not None and error.__cause__ is pending and error is not pending:
-            # The loop gave up before the retry's attempt: a refresh since
-            # the failure reached no node (redis-py's _error_instead_of_retry).
-            _cluster_ended(self.retry, NOT_RETRYABLE)
-            return
-        if pending is not None and time.monotonic() - self.sleep_started < self.delay:
-            # Raised into the backoff sleep (a cancellation).
-            _cluster_ended(self.retry, ABORTED)
-            return
+        if pending is not None and error is not pending:
+            if error.__cause__ is pending:
+                # The loop gave up before the retry's attempt: a refresh
+                # since the failure reached no node (redis-py's
+                # _error_instead_of_retry, raised from the failure).
+                _cluster_ended(self.retry, NOT_RETRYABLE)
+                return
+            if self._raised_in_sleep(error, pending):
+                _cluster_ended(self.retry, ABORTED)
+                return
         self.retry_made()
         cause = error.__cause__ if error.__suppress_context__ else None
         if type(error) in retried or type(cause) in retried:
@@ -118,30 +137,72 @@ class _Command:
         else:
             _cluster_ended(self.retry, UNHANDLED)
 
+    def _raised_in_sleep(self, error: BaseException, pending: BaseException) -> bool:
+        """Was `error` raised into the backoff sleep after `pending`?  The
+        loop sleeps in its handler of the failure, so what is raised there
+        (a cancellation, Ctrl-C) has the failure as context, and the next
+        attempt's error has not.  close() is the exception: CPython closes
+        the awaited coroutines first and raises a new GeneratorExit here,
+        with no context, so the clock tells whether the sleep had ended."""
+        if isinstance(error, GeneratorExit):
+            return time.monotonic() - self.sleep_started < self.delay
+        return _raised_while_handling(error, pending)
+
+
+def _raised_while_handling(error: BaseException, handled: BaseException) -> bool:
+    """Was `error` raised while `handled` was being handled (directly, or
+    through the few exceptions between them that asyncio's cancellation
+    chains on some versions)?"""
+    context = error.__context__
+    for _ in range(8):
+        if context is None:
+            return False
+        if context is handled:
+            return True
+        context = context.__context__
+    return False
+
 
 _command: contextvars.ContextVar[_Command | None] = contextvars.ContextVar(
     "redis_backoff_c_cluster_command", default=None
 )
 
 
+def _forget(command: _Command, token: contextvars.Token[_Command | None]) -> None:
+    """The command is over: the variable back to what it was, in the
+    context it was set in.  A pending asyncio command whose coroutine is
+    destroyed is closed from another context (the collector's), where
+    there is nothing of it to undo."""
+    if _command.get() is command:
+        _command.reset(token)
+
+
 def _backoff_delay(original: Callable[[Any, int], float]) -> Callable[[Any, int], float]:
     """``_retry_backoff_delay`` that also runs the extras of the command in
-    progress: called by the loop, in its handler of the failed attempt."""
+    progress: called by the loop, in its handler of the failed attempt.
+    The failure is counted and the budget asked before the backoff is
+    computed, and the deadline after, as call_with_retry does them."""
 
     @functools.wraps(original)
     def retry_backoff_delay(retry: Any, failures: int) -> float:
-        delay = original(retry, failures)
         command = _command.get()
         if command is None or command.retry is not retry:
-            return delay
+            return original(retry, failures)
         command.retry_made()
         command.failures = failures
-        verdict = _cluster_failed(retry, command.deadline_at, delay)
-        if verdict:
+        if _cluster_failed(retry):
+            raise _GaveUp
+        try:
+            delay = original(retry, failures)
+            seconds = _cluster_delay(retry, command.deadline_at, delay if delay > 0 else None)
+        except BaseException:
+            command.aborted()
+            raise
+        if seconds is None:
             raise _GaveUp
         command.error = sys.exc_info()[1]
         command.sleep_started = time.monotonic()
-        command.delay = float(delay)
+        command.delay = seconds
         return delay
 
     retry_backoff_delay._redis_backoff_c_wraps = original  # type: ignore[attr-defined]
@@ -198,7 +259,7 @@ def _sync_execute(
             command.succeeded()
             return result
         finally:
-            _command.reset(token)
+            _forget(command, token)
         # Outside the handler: the error keeps the context it was raised with.
         assert error is not None
         metric = _give_up_metric(command, error)
@@ -232,7 +293,7 @@ def _async_execute(
             command.succeeded()
             return result
         finally:
-            _command.reset(token)
+            _forget(command, token)
         assert error is not None
         metric = _give_up_metric(command, error)
         if metric is not None:

@@ -55,6 +55,7 @@ import socket
 import sys
 import threading
 import time
+import types
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Final, NoReturn, TypeVar, final
 
@@ -582,18 +583,27 @@ class _Extras:
 
     # -- the hooks of call_with_retry (csrc/extras.h)
 
-    def _begin(self) -> float | None:
-        """Once, after reset(): counts the call; the call's deadline (when
-        it must end, monotonic seconds) or None."""
+    # Each hook takes `counted`, fixed when the call starts: whether the
+    # Retry had extras then.  A call that started without them is plain to
+    # its end, whatever is set during it (csrc/extras.h's rbc_call_extras).
+
+    def _begin(self) -> tuple[bool, float | None]:
+        """Once, after reset(): counts the call; whether it is counted, and
+        its deadline (when it must end, monotonic seconds) or None."""
         state = vars(self)
         stats: RetryStats | None = state.get("stats")
         if stats is not None:
             stats._count(RetryStats.CALLS)
         deadline = state.get("deadline")
-        return None if deadline is None else time.monotonic() + float(deadline)
+        deadline_at = None if deadline is None else time.monotonic() + float(deadline)
+        return self._has_extras(), deadline_at
 
-    def _succeeded(self) -> None:
-        state = vars(self)
+    def _extras(self, counted: bool) -> Mapping[str, Any]:
+        """Where the call's hooks find the extras: the Retry's now, or none."""
+        return vars(self) if counted else _NO_EXTRAS
+
+    def _succeeded(self, counted: bool) -> None:
+        state = self._extras(counted)
         stats: RetryStats | None = state.get("stats")
         if stats is not None:
             stats._count(RetryStats.ATTEMPTS, RetryStats.SUCCESSES)
@@ -601,11 +611,11 @@ class _Extras:
         if budget is not None:
             budget._give()
 
-    def _catches(self, error: BaseException) -> bool:
+    def _catches(self, counted: bool, error: BaseException) -> bool:
         """Does ``except self._supported_errors`` catch ``error``?  Counts
         the attempt (failed, taking a token, or passed through)."""
         caught = isinstance(error, self._supported_errors)
-        state = vars(self)
+        state = self._extras(counted)
         stats: RetryStats | None = state.get("stats")
         if stats is not None:
             stats._count(
@@ -617,8 +627,8 @@ class _Extras:
             budget._take()
         return caught
 
-    def _gave_up_not_retryable(self) -> None:
-        stats: RetryStats | None = self._get("stats")
+    def _gave_up_not_retryable(self, counted: bool) -> None:
+        stats: RetryStats | None = self._extras(counted).get("stats")
         if stats is not None:
             stats._count(RetryStats.GIVE_UPS_NOT_RETRYABLE)
 
@@ -627,20 +637,20 @@ class _Extras:
         return checker is None or bool(checker(error))
 
     def _call_checker_allows(
-        self, is_retryable: Callable[[Exception], bool] | None, error: Exception
+        self, counted: bool, is_retryable: Callable[[Exception], bool] | None, error: Exception
     ) -> bool:
         """The call's is_retryable, tested as the installed redis-py tests it."""
         present = is_retryable is not None if _CHECKER_NOT_NONE else bool(is_retryable)
         if present and not is_retryable(error):  # type: ignore[misc]
-            self._gave_up_not_retryable()
+            self._gave_up_not_retryable(counted)
             return False
         return True
 
-    def _refuse_retry(self, failures: int) -> bool:
+    def _refuse_retry(self, counted: bool, failures: int) -> bool:
         """After fail(): True when the error must be raised now (retries
         exhausted, or the budget at or below half), counted by reason."""
         exhausted = self._retries >= 0 and failures > self._retries
-        state = vars(self)
+        state = self._extras(counted)
         stats: RetryStats | None = state.get("stats")
         if exhausted:
             if stats is not None:
@@ -653,42 +663,42 @@ class _Extras:
             return True
         return False
 
-    def _before_sleep(self, deadline_at: float | None, delay: Any) -> bool:
+    def _before_sleep(self, counted: bool, deadline_at: float | None, delay: Any) -> bool:
         """Before sleeping ``delay`` (> 0): False to give up, because the
-        sleep would reach the call's deadline; adds it to slept_seconds."""
-        state = vars(self)
+        sleep would reach the call's deadline."""
+        state = self._extras(counted)
         if deadline_at is None and state.get("stats") is None:
             return True
         seconds = float(delay)
         # The delay's __float__ may have changed the extras: read them again.
-        stats: RetryStats | None = vars(self).get("stats")
+        stats: RetryStats | None = self._extras(counted).get("stats")
         if deadline_at is not None and time.monotonic() + seconds >= deadline_at:
             if stats is not None:
                 stats._count(RetryStats.GIVE_UPS_DEADLINE)
             return False
         return True
 
-    def _sleep_started(self) -> float | None:
+    def _sleep_started(self, counted: bool) -> float | None:
         """The clock when a backoff sleep starts, when there are stats."""
-        return time.monotonic() if self._get("stats") is not None else None
+        return time.monotonic() if self._extras(counted).get("stats") is not None else None
 
-    def _sleep_ended(self, started: float | None) -> None:
+    def _sleep_ended(self, counted: bool, started: float | None) -> None:
         """slept_seconds adds the time the sleep actually took."""
-        stats: RetryStats | None = self._get("stats")
+        stats: RetryStats | None = self._extras(counted).get("stats")
         if started is not None and stats is not None:
             stats._add_slept(max(0.0, time.monotonic() - started))
 
-    def _aborted(self) -> None:
+    def _aborted(self, counted: bool) -> None:
         """The call ended with an exception from fail(), a checker,
         compute() or the sleep, or thrown in while they were awaited."""
-        stats: RetryStats | None = self._get("stats")
+        stats: RetryStats | None = self._extras(counted).get("stats")
         if stats is not None:
             stats._count(RetryStats.ABORTED)
 
-    def _before_retry(self, deadline_at: float | None) -> bool:
+    def _before_retry(self, counted: bool, deadline_at: float | None) -> bool:
         """Before each attempt after the first: False to give up, because
         the deadline has passed; else the retry is counted."""
-        stats: RetryStats | None = self._get("stats")
+        stats: RetryStats | None = self._extras(counted).get("stats")
         if deadline_at is not None and time.monotonic() >= deadline_at:
             if stats is not None:
                 stats._count(RetryStats.GIVE_UPS_DEADLINE)
@@ -696,6 +706,10 @@ class _Extras:
         if stats is not None:
             stats._count(RetryStats.RETRIES)
         return True
+
+
+#: The extras of a call that started without any (see _Extras._extras).
+_NO_EXTRAS: Mapping[str, Any] = types.MappingProxyType({})
 
 
 def _module(name: str) -> Any:
@@ -748,56 +762,56 @@ class Retry(_Extras, redis.retry.Retry):
         _check_callable(fail, "fail")
         backoff: Any = self._backoff
         backoff.reset()
-        deadline_at = self._begin()
+        counted, deadline_at = self._begin()
         failures = 0
         while True:
             try:
                 result = do()
             except BaseException as error:
-                if not self._catches(error):
+                if not self._catches(counted, error):
                     raise
-                # `counted`: the call's outcome is counted, and the error
+                # `gave_up`: the call's outcome is counted, and the error
                 # re-raised; any other exception from here aborts the call.
-                counted = False
+                gave_up = False
                 try:
                     if not self._own_checker_allows(error):  # type: ignore[arg-type]
                         if with_failure_count:
                             fail(error, failures + 1)
                         else:
                             fail(error)
-                        self._gave_up_not_retryable()
-                        counted = True
+                        self._gave_up_not_retryable(counted)
+                        gave_up = True
                         raise
-                    if not self._call_checker_allows(is_retryable, error):  # type: ignore[arg-type]
-                        counted = True
+                    if not self._call_checker_allows(counted, is_retryable, error):  # type: ignore[arg-type]
+                        gave_up = True
                         raise
                     failures += 1
                     if with_failure_count:
                         fail(error, failures)
                     else:
                         fail(error)
-                    if self._refuse_retry(failures):
-                        counted = True
+                    if self._refuse_retry(counted, failures):
+                        gave_up = True
                         raise
                     delay = self._backoff.compute(failures)
                     if delay > 0:
-                        if not self._before_sleep(deadline_at, delay):
-                            counted = True
+                        if not self._before_sleep(counted, deadline_at, delay):
+                            gave_up = True
                             raise
-                        started = self._sleep_started()
+                        started = self._sleep_started(counted)
                         try:
                             _sync_sleep(delay)
                         finally:
-                            self._sleep_ended(started)
-                    if not self._before_retry(deadline_at):
-                        counted = True
+                            self._sleep_ended(counted, started)
+                    if not self._before_retry(counted, deadline_at):
+                        gave_up = True
                         raise
                 except BaseException:
-                    if not counted:
-                        self._aborted()
+                    if not gave_up:
+                        self._aborted(counted)
                     raise
             else:
-                self._succeeded()
+                self._succeeded(counted)
                 return result
 
 
@@ -831,56 +845,56 @@ class AsyncRetry(_Extras, redis.asyncio.retry.Retry):
         _check_callable(fail, "fail")
         backoff: Any = self._backoff
         backoff.reset()
-        deadline_at = self._begin()
+        counted, deadline_at = self._begin()
         failures = 0
         while True:
             try:
                 result = await do()
             except BaseException as error:
-                if not self._catches(error):
+                if not self._catches(counted, error):
                     raise
-                # As in the sync Retry: `counted` outcomes re-raise the
+                # As in the sync Retry: `gave_up` outcomes re-raise the
                 # error; anything else from here aborts the call.
-                counted = False
+                gave_up = False
                 try:
                     if not self._own_checker_allows(error):  # type: ignore[arg-type]
                         if with_failure_count:
                             await fail(error, failures + 1)
                         else:
                             await fail(error)
-                        self._gave_up_not_retryable()
-                        counted = True
+                        self._gave_up_not_retryable(counted)
+                        gave_up = True
                         raise
-                    if not self._call_checker_allows(is_retryable, error):  # type: ignore[arg-type]
-                        counted = True
+                    if not self._call_checker_allows(counted, is_retryable, error):  # type: ignore[arg-type]
+                        gave_up = True
                         raise
                     failures += 1
                     if with_failure_count:
                         await fail(error, failures)
                     else:
                         await fail(error)
-                    if self._refuse_retry(failures):
-                        counted = True
+                    if self._refuse_retry(counted, failures):
+                        gave_up = True
                         raise
                     delay = self._backoff.compute(failures)
                     if delay > 0:
-                        if not self._before_sleep(deadline_at, delay):
-                            counted = True
+                        if not self._before_sleep(counted, deadline_at, delay):
+                            gave_up = True
                             raise
-                        started = self._sleep_started()
+                        started = self._sleep_started(counted)
                         try:
                             await _async_sleep(delay)
                         finally:
-                            self._sleep_ended(started)
-                    if not self._before_retry(deadline_at):
-                        counted = True
+                            self._sleep_ended(counted, started)
+                    if not self._before_retry(counted, deadline_at):
+                        gave_up = True
                         raise
                 except BaseException:
-                    if not counted:
-                        self._aborted()
+                    if not gave_up:
+                        self._aborted(counted)
                     raise
             else:
-                self._succeeded()
+                self._succeeded(counted)
                 return result
 
 

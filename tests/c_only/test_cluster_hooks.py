@@ -25,6 +25,7 @@ if redis_backoff_c.IMPLEMENTATION == "c":
     from redis_backoff_c import _cluster
     from redis_backoff_c._speedups import (
         _cluster_begin,
+        _cluster_delay,
         _cluster_ended,
         _cluster_failed,
         _cluster_retried,
@@ -56,10 +57,12 @@ def test_begin_counts_only_a_c_retry_with_extras():
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda r: _cluster_failed(r, 0.0), TypeError, "takes 3 arguments"),
-        (lambda r: _cluster_failed(object(), 0.0, 0.0), TypeError, "'retry' must be a C Retry"),
-        (lambda r: _cluster_failed(r, "0", 0.0), TypeError, "'deadline_at' must be a float"),
-        (lambda r: _cluster_failed(r, 0.0, "x"), TypeError, "must be real number"),
+        (lambda r: _cluster_failed(r, 0.0), TypeError, "takes exactly one argument"),
+        (lambda r: _cluster_failed(object()), TypeError, "'retry' must be a C Retry"),
+        (lambda r: _cluster_delay(r, 0.0), TypeError, "takes 3 arguments"),
+        (lambda r: _cluster_delay(object(), 0.0, 0.0), TypeError, "'retry' must be a C Retry"),
+        (lambda r: _cluster_delay(r, "0", 0.0), TypeError, "'deadline_at' must be a float"),
+        (lambda r: _cluster_delay(r, 0.0, "x"), TypeError, "must be real number"),
         (lambda r: _cluster_retried(r, None), TypeError, "'slept' must be a float"),
         (lambda r: _cluster_ended(r, 9), ValueError, "'outcome' must be 0 to 4"),
         (lambda r: _cluster_ended(r, "0"), ValueError, "'outcome' must be 0 to 4"),
@@ -88,7 +91,8 @@ def test_delay_whose_float_drops_the_extras():
         def __float__(self):
             return float(Delay(0.5))
 
-    assert _cluster_failed(retry, time.monotonic() + 10.0, Seconds(1)) == 0
+    assert _cluster_failed(retry) is False
+    assert _cluster_delay(retry, time.monotonic() + 10.0, Seconds(1)) == 0.5
     assert retry.stats is None and stats.failed_attempts == 1
     # The same for the slept time of _cluster_retried.
     retry.stats = stats
@@ -253,3 +257,265 @@ def test_asyncio_loop_counts_per_task():
     snapshot = assert_adds_up(stats, 2)
     assert snapshot["successes"] == 1 and snapshot["give_ups_exhausted"] == 1
     assert snapshot["retries"] == 1 + 3
+
+
+# --- the cluster loop counts as call_with_retry does --------------------------
+
+
+class RedisLoop(Loop):
+    """Loop with what redis-py 8.2's adds around the attempts: at the top of
+    each attempt after a failure, an error instead of the retry when a
+    topology refresh since reached no node (raised from the failure)."""
+
+    def __init__(self, retry, outcomes, sleep=time.sleep, unreachable_at=()):
+        super().__init__(retry, outcomes, sleep)
+        self.unreachable_at = unreachable_at  # attempt numbers that find no node
+
+    def execute_command(self, *args):
+        retries = self.retry.get_retries()
+        failures = 0
+        last_error = None
+        for _ in range(1 + retries):
+            if last_error is not None and self.attempts + 1 in self.unreachable_at:
+                raise Unreachable("no node reached") from last_error
+            try:
+                return self.attempt()
+            except Exception as error:
+                if retries > 0 and type(error) in self.ERRORS_ALLOW_RETRY:
+                    retries -= 1
+                    failures += 1
+                    last_error = error
+                    delay = HOOK(self.retry, failures)
+                    if delay > 0:
+                        self.sleep(delay)
+                    continue
+                raise
+
+
+class Unreachable(Exception):
+    pass
+
+
+if redis_backoff_c.IMPLEMENTATION == "c":
+    REDIS_EXECUTE = _cluster._sync_execute(RedisLoop.execute_command, _cluster._errors_allow_retry)
+
+
+class Slow:
+    """An attempt that takes `seconds`, then raises `error`."""
+
+    def __init__(self, seconds, error):
+        self.seconds, self.error = seconds, error
+
+    def __call__(self):
+        time.sleep(self.seconds)
+        raise self.error
+
+
+class RaisingCompute(ConstantBackoff):
+    def compute(self, failures):
+        raise ZeroDivisionError("compute")
+
+
+class HugeCompute(ConstantBackoff):
+    def compute(self, failures):
+        return 10**400  # no float: converting it raises OverflowError
+
+
+def interrupted(delay):
+    raise KeyboardInterrupt
+
+
+def returns_early(delay):
+    pass
+
+
+Conn, Timeout = ConnectionError, TimeoutError
+# name: (backoff, retries, extras, attempts' outcomes, sleep, the call's
+# is_retryable for call_with_retry / the attempts that reach no node for the
+# cluster loop)
+SCENARIOS = {
+    "success": (ConstantBackoff(0.001), 5, {}, [Conn(), Timeout(), 7], None, ()),
+    "exhausted": (NoBackoff(), 2, {}, [Conn("1"), Conn("2"), Conn("3")], None, ()),
+    "checker": (NoBackoff(), 3, {}, [Conn(), 1], None, (2,)),
+    "budget": (NoBackoff(), 10, {"budget": (2, 0.1)}, [Conn(), 1], None, ()),
+    "deadline-before-sleep": (
+        ConstantBackoff(0.3),
+        10,
+        {"deadline": 0.5},
+        [Conn() for _ in range(11)],
+        None,
+        (),
+    ),
+    "deadline-without-sleep": (
+        NoBackoff(),
+        10,
+        {"deadline": 0.15},
+        [Slow(0.1, Conn()) for _ in range(11)],
+        None,
+        (),
+    ),
+    "compute-raises": (RaisingCompute(0), 3, {}, [Conn(), 1], None, ()),
+    "compute-no-float": (HugeCompute(0), 3, {}, [Conn(), 1], None, ()),
+    "sleep-interrupted": (ConstantBackoff(10.0), 3, {}, [Conn(), 1], interrupted, ()),
+    "sleep-returns-early": (
+        ConstantBackoff(10.0),
+        3,
+        {},
+        [Conn(), KeyError("k")],
+        returns_early,
+        (),
+    ),
+    "unhandled": (NoBackoff(), 3, {}, [KeyError("k")], None, ()),
+}
+
+
+def make_retry(backoff, retries, extras):
+    budget = extras.get("budget", (100, 0.5))
+    return redis_backoff_c.Retry(
+        backoff,
+        retries,
+        supported_errors=(Conn, Timeout),
+        stats=RetryStats(),
+        budget=RetryBudget(*budget),
+        deadline=extras.get("deadline"),
+    )
+
+
+def outcome_of(run_it):
+    try:
+        return "returned", run_it()
+    except BaseException as error:  # KeyboardInterrupt too
+        return "raised", type(error).__name__
+
+
+def with_call_with_retry(scenario, monkeypatch):
+    backoff, retries, extras, outcomes, sleep, unreachable_at = scenario
+    retry = make_retry(backoff, retries, extras)
+    if sleep is not None:
+        monkeypatch.setattr(redis_backoff_c.retry, "sleep", sleep)
+    loop = Loop(retry, outcomes)
+
+    def do():
+        outcome = loop.outcomes[0]
+        if callable(outcome) and not isinstance(outcome, BaseException):
+            loop.outcomes[0] = outcome()  # raises: the outcome stays
+        return loop.attempt()
+
+    # What the cluster loop's top-of-attempt check does, as a checker.
+    checker = (lambda error: False) if unreachable_at else None
+    outcome = outcome_of(lambda: retry.call_with_retry(do, lambda error: None, checker))
+    monkeypatch.undo()
+    return outcome, retry
+
+
+def with_cluster_loop(scenario):
+    backoff, retries, extras, outcomes, sleep, unreachable_at = scenario
+    retry = make_retry(backoff, retries, extras)
+    loop = RedisLoop(retry, outcomes, sleep or time.sleep, unreachable_at)
+
+    def attempt():
+        loop.attempts += 1
+        outcome = loop.outcomes.pop(0)
+        if callable(outcome) and not isinstance(outcome, BaseException):
+            outcome = outcome()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    loop.attempt = attempt
+    return outcome_of(lambda: REDIS_EXECUTE(loop, "GET", "k")), retry
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_cluster_loop_counts_as_call_with_retry(name, monkeypatch):
+    """The same policy and the same attempts through call_with_retry and
+    through the patched cluster loop: the same outcome, the same counters
+    (slept_seconds within scheduling noise) and the same budget left."""
+    expected, reference = with_call_with_retry(SCENARIOS[name], monkeypatch)
+    outcome, retry = with_cluster_loop(SCENARIOS[name])
+    want, got = reference.stats.snapshot(), retry.stats.snapshot()
+    assert_stats_add_up(got)
+    assert got.pop("slept_seconds") == pytest.approx(want.pop("slept_seconds"), abs=0.05)
+    assert got == want
+    assert retry.budget.tokens == reference.budget.tokens
+    if name == "checker":
+        # The loop raises what it raises instead of the retry.
+        assert expected == ("raised", "ConnectionError") and outcome == ("raised", "Unreachable")
+    else:
+        assert outcome == expected
+
+
+def test_split_command_pipeline_retries_count_as_the_commands():
+    """A split multi-shard command retries in its own pipeline, inside the
+    command, through the same hook with the same Retry: one call, and the
+    pipeline's retries are the command's."""
+    stats = RetryStats()
+    retry = redis_backoff_c.Retry(NoBackoff(), 3, stats=stats)
+
+    class SplitLoop(Loop):
+        def execute_command(self, *args):
+            # The pipeline's loop (redis-py's _send_cluster_commands retry).
+            failures = 0
+            while True:
+                try:
+                    return self.attempt()
+                except Exception as error:
+                    if failures < 3 and type(error) in self.ERRORS_ALLOW_RETRY:
+                        failures += 1
+                        HOOK(self.retry, failures)
+                        continue
+                    raise
+
+    execute = _cluster._sync_execute(SplitLoop.execute_command, _cluster._errors_allow_retry)
+    assert execute(SplitLoop(retry, [ConnectionError(), ConnectionError(), 5]), "MGET") == 5
+    snapshot = assert_adds_up(stats, 1)
+    assert (snapshot["successes"], snapshot["retries"]) == (1, 2)
+
+
+def test_pending_asyncio_command_destroyed_elsewhere_reports_nothing_of_ours():
+    """A pending asyncio cluster command whose task is destroyed: its
+    coroutine is closed by the collector, in another context, and the
+    command's context variable is left alone there (no ValueError about a
+    Token from a different Context)."""
+    import gc
+    import sys
+
+    retry = redis_backoff_c.asyncio.retry.Retry(ConstantBackoff(60.0), 3, stats=RetryStats())
+
+    class AsyncLoop(Loop):
+        async def execute_command(self, *args):
+            try:
+                self.attempt()
+            except Exception:
+                await asyncio.sleep(HOOK(self.retry, 1))
+            return 1
+
+    execute = _cluster._async_execute(AsyncLoop.execute_command, _cluster._errors_allow_retry)
+    unraisable = []
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(execute(AsyncLoop(retry, [ConnectionError()]), "GET"))
+    loop.run_until_complete(asyncio.sleep(0.01))
+    assert not task.done()  # in the backoff sleep
+    loop.close()
+    previous, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        del task
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    ours = [u for u in unraisable if isinstance(u.exc_value, ValueError)]
+    assert ours == []
+    # It ended while sleeping: one call, aborted.
+    snapshot = assert_adds_up(retry.stats, 1)
+    assert snapshot["aborted"] == 1, snapshot
+
+
+def test_first_attempt_never_counted_twice_when_the_delay_does_not_convert():
+    """Finding of the second probe: compute() returning what float() refuses
+    counted the failed attempt twice (calls 1, attempts 2, retries 0)."""
+    stats = RetryStats()
+    retry = redis_backoff_c.Retry(HugeCompute(0), 3, stats=stats)
+    with pytest.raises(OverflowError):
+        run(Loop(retry, [ConnectionError(), 1]))
+    snapshot = assert_adds_up(stats, 1)
+    assert (snapshot["attempts"], snapshot["failed_attempts"], snapshot["aborted"]) == (1, 1, 1)
