@@ -6,9 +6,10 @@
 #
 #   bash scripts/sid-root.sh [--root DIR] [--rebuild] [--writable-repo] -- COMMAND [ARGS...]
 #
-# For example, the whole suite on CPython 3.14:
+# For example, the whole suite on CPython 3.14 (PYTHON set out here, not with
+# `-- env PYTHON=...`, so that VENV's default below follows it):
 #
-#   bash scripts/sid-root.sh -- env PYTHON=python3.14 bash scripts/test.sh
+#   PYTHON=python3.14 bash scripts/sid-root.sh -- bash scripts/test.sh
 #
 # --root DIR       where the root lives (default: $REDIS_BACKOFF_C_SID_ROOT,
 #                  else /var/cache/redis-backoff-c/sid-root: outside the
@@ -331,10 +332,11 @@ in_root() {
 
 # Made, or checked, under an exclusive lock (two runs at once do not both
 # debootstrap, and none deletes a root that another is using); then the lock
-# is held shared for the command's lifetime: its processes inherit it.
+# is held shared while the command runs, by this script alone: the command
+# does not inherit it, so a daemon it leaves behind cannot hold it for ever.
 mkdir -p "$(dirname "$root")"
 exec {lock}>"$root.lock"
-flock -x "$lock"
+flock -x -w 1800 "$lock" || die "another sid-root.sh has held $root.lock for 30 minutes"
 if [ "$rebuild" = 1 ] || [ ! -f "$root/$done_marker" ] || [ "$(cat "$root/$done_marker")" != "$recipe" ]; then
     make_root
 fi
@@ -343,4 +345,4 @@ flock -s "$lock"
 copy_host_files
 bind_repo=$repo
 workdir=/repo
-in_root "$@"
+in_root "$@" {lock}>&-
