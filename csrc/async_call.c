@@ -165,10 +165,42 @@ is_iterable_coroutine(PyObject *obj)
     return (flags & CO_ITERABLE_COROUTINE) != 0;
 }
 
-/* What `await obj` iterates, in CPython's words when it cannot be awaited:
- * a coroutine itself (the fast path), else obj.__await__(). */
+/* The TypeError with which `await obj` fails on the running interpreter,
+ * whose words changed in 3.14 and 3.15: raised by the interpreter itself
+ * (redis_backoff_c._rules.await_error), for `obj`, or for what its
+ * __await__() returned (`result`, consumed; NULL: it has no __await__),
+ * with none of that helper's frames in the traceback. */
+static void
+raise_await_error(call_object *self, PyObject *obj, PyObject *result)
+{
+    rbc_state *st = call_state(self);
+    PyObject *await_error = st == NULL ? NULL : Py_XNewRef(st->async.await_error);
+    if (st != NULL && await_error == NULL) {
+        PyErr_SetString(PyExc_SystemError, "redis_backoff_c: the interpreter rules are not set");
+    }
+    if (await_error != NULL) {
+        PyObject *args[2] = {obj, result};
+        PyObject *returned = PyObject_Vectorcall(await_error, args, result == NULL ? 1 : 2, NULL);
+        Py_DECREF(await_error);
+        if (returned != NULL) { /* it always raises */
+            Py_DECREF(returned);
+            PyErr_SetString(PyExc_SystemError, "redis_backoff_c: await_error() returned");
+        }
+        PyObject *error = rbc_exc_fetch();
+        if (error != NULL) {
+            if (PyErr_GivenExceptionMatches(error, PyExc_TypeError)) {
+                (void)PyException_SetTraceback(error, Py_None);
+            }
+            rbc_exc_restore(error);
+        }
+    }
+    Py_XDECREF(result);
+}
+
+/* What `await obj` iterates: a coroutine itself (the fast path), else
+ * obj.__await__(), checked as the interpreter checks it. */
 static PyObject *
-awaitable_iter(PyObject *obj)
+awaitable_iter(call_object *self, PyObject *obj)
 {
     if (PyCoro_CheckExact(obj) || is_iterable_coroutine(obj)) {
         return Py_NewRef(obj);
@@ -176,23 +208,15 @@ awaitable_iter(PyObject *obj)
     unaryfunc getter = Py_TYPE(obj)->tp_as_async != NULL ? Py_TYPE(obj)->tp_as_async->am_await
                                                          : NULL;
     if (getter == NULL) {
-        PyErr_Format(PyExc_TypeError, "object %.100s can't be used in 'await' expression",
-                     Py_TYPE(obj)->tp_name);
+        raise_await_error(self, obj, NULL);
         return NULL;
     }
     PyObject *iter = getter(obj);
     if (iter == NULL) {
         return NULL;
     }
-    if (PyCoro_CheckExact(iter) || is_iterable_coroutine(iter)) {
-        PyErr_SetString(PyExc_TypeError, "__await__() returned a coroutine");
-        Py_DECREF(iter);
-        return NULL;
-    }
-    if (!PyIter_Check(iter)) {
-        PyErr_Format(PyExc_TypeError, "__await__() returned non-iterator of type '%.100s'",
-                     Py_TYPE(iter)->tp_name);
-        Py_DECREF(iter);
+    if (PyCoro_CheckExact(iter) || is_iterable_coroutine(iter) || !PyIter_Check(iter)) {
+        raise_await_error(self, obj, iter);
         return NULL;
     }
     return iter;
@@ -213,7 +237,7 @@ send_inner(call_object *self, PyObject *arg, PyObject **value)
 static PySendResult
 await_first(call_object *self, PyObject *awaitable, PyObject **value)
 {
-    PyObject *iter = awaitable_iter(awaitable);
+    PyObject *iter = awaitable_iter(self, awaitable);
     Py_DECREF(awaitable);
     if (iter == NULL) {
         return PYGEN_ERROR;
@@ -635,10 +659,15 @@ stop_args(rbc_async_state *as, PyObject *result)
  * exception result is the exception's single argument, never unpacked.
  * This is the cost of every `await` of ours that returns a value where the
  * interpreter iterates instead of calling am_send (3.12+ for any awaitable
- * that is not a native coroutine), so it is made cheap. */
+ * that is not a native coroutine), so it is made cheap.  The exception
+ * being handled becomes its __context__ where the running interpreter's
+ * coroutines chain it (up to 3.13 always; from 3.14 for None only), and
+ * not otherwise; `as` is NULL when the module is gone (then it chains). */
 static void
-set_stop_iteration(rbc_async_state *as, PyObject *result, int chain)
+set_stop_iteration(rbc_async_state *as, PyObject *result)
 {
+    int chain = as == NULL ? 1 : result == Py_None ? as->stop_chains_none
+                                                   : as->stop_chains_result;
 #if PY_VERSION_HEX >= 0x030C0000
     /* Every exception is created at once here: build the instance
      * directly, as BaseException.__new__ and StopIteration.__init__ would
@@ -668,9 +697,8 @@ set_stop_iteration(rbc_async_state *as, PyObject *result, int chain)
     stop->value = Py_NewRef(result);
     PyObject_GC_Track(stop);
     if (chain) {
-        /* send() and throw() raise it as a coroutine's do, with
-         * PyErr_SetObject: the exception being handled becomes its
-         * __context__ (a new exception, so no cycle to break). */
+        /* As PyErr_SetObject would (a new exception, so no cycle to
+         * break). */
         PyObject *handled = PyErr_GetHandledException();
         if (handled != NULL && handled != Py_None) {
             PyException_SetContext((PyObject *)stop, handled);
@@ -684,14 +712,20 @@ set_stop_iteration(rbc_async_state *as, PyObject *result, int chain)
     /* Before 3.12 the value can be raised unnormalised, as
      * _PyGen_SetStopIterationValue does, except where the exception's
      * constructor would unpack or adopt it. */
-    if (!PyTuple_Check(result) && !PyExceptionInstance_Check(result)) {
+    if (chain && !PyTuple_Check(result) && !PyExceptionInstance_Check(result)) {
         PyErr_SetObject(PyExc_StopIteration, result);
         return;
     }
     PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, result);
-    if (stop != NULL) {
-        PyErr_SetObject(PyExc_StopIteration, stop);
+    if (stop == NULL) {
+        return;
+    }
+    if (chain) {
+        PyErr_SetObject(PyExc_StopIteration, stop); /* chains what is handled */
         Py_DECREF(stop);
+    }
+    else {
+        PyErr_Restore(Py_NewRef(PyExc_StopIteration), stop, NULL);
     }
 #endif
 }
@@ -709,7 +743,7 @@ outcome_to_result(call_object *self, PySendResult outcome, PyObject *value, int 
             return NULL; /* tp_iternext: NULL without an exception */
         }
         rbc_state *st = call_state_alive(self); /* the result is delivered even without it */
-        set_stop_iteration(st == NULL ? NULL : &st->async, value, !none_as_exhausted);
+        set_stop_iteration(st == NULL ? NULL : &st->async, value);
         Py_DECREF(value);
     }
     return NULL;

@@ -158,6 +158,9 @@ rbc_async_init(rbc_state *st, PyObject *module)
         || rbc_async_call_init(st, module) < 0) {
         return -1;
     }
+    /* Until redis_backoff_c._impl hands over what the interpreter does. */
+    as->stop_chains_result = 1;
+    as->stop_chains_none = 1;
 #if RBC_STOP_ARGS_CACHE
     as->stop_args = PyTuple_Pack(1, Py_None);
     if (as->stop_args == NULL) {
@@ -182,6 +185,7 @@ rbc_async_traverse(rbc_async_state *as, visitproc visit, void *arg)
 {
     Py_VISIT(as->Call_type);
     Py_VISIT(as->AsyncMethod_type);
+    Py_VISIT(as->await_error);
     return 0;
 }
 
@@ -196,4 +200,5 @@ rbc_async_clear(rbc_async_state *as)
     Py_CLEAR(as->str_throw);
     Py_CLEAR(as->str_close);
     Py_CLEAR(as->stop_args);
+    Py_CLEAR(as->await_error);
 }

@@ -123,6 +123,36 @@ set_release_rules(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* _set_interpreter_rules(stop_chains_result, stop_chains_none, await_error, /):
+ * what the running interpreter's coroutines do, asked of it by
+ * redis_backoff_c/_rules.py and handed over once, at import, by
+ * redis_backoff_c/_impl.py, for the C awaitable to do the same. */
+static PyObject *
+set_interpreter_rules(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "_set_interpreter_rules() takes 3 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    int result = PyObject_IsTrue(args[0]);
+    int none = result < 0 ? -1 : PyObject_IsTrue(args[1]);
+    if (none < 0) {
+        return NULL;
+    }
+    if (!PyCallable_Check(args[2])) {
+        PyErr_Format(PyExc_TypeError,
+                     "_set_interpreter_rules() argument 'await_error' must be callable, not %.200s",
+                     Py_TYPE(args[2])->tp_name);
+        return NULL;
+    }
+    rbc_async_state *as = &rbc_get_state(module)->async;
+    as->stop_chains_result = (char)result;
+    as->stop_chains_none = (char)none;
+    Py_XSETREF(as->await_error, Py_NewRef(args[2]));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"set_random_source", (PyCFunction)(void (*)(void))rbc_set_random_source,
      METH_FASTCALL | METH_KEYWORDS,
@@ -139,6 +169,10 @@ static PyMethodDef module_methods[] = {
      "The installed redis-py's rules (redis_backoff_c._rules): 8.2's math.ldexp\n"
      "exponential and `is_retryable is not None` test when true, 8.0/8.1's\n"
      "rules when false.  Private: set once, at import."},
+    {"_set_interpreter_rules", (PyCFunction)(void (*)(void))set_interpreter_rules, METH_FASTCALL,
+     "_set_interpreter_rules(stop_chains_result, stop_chains_none, await_error, /)\n--\n\n"
+     "What the running interpreter's coroutines do (redis_backoff_c._rules), for\n"
+     "the C awaitable to do the same.  Private: set once, at import."},
     {NULL, NULL, 0, NULL},
 };
 

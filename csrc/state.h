@@ -192,6 +192,14 @@ typedef struct {
     PyObject *free_calls[RBC_CALL_FREE_LIST_SIZE];
     int free_calls_count;
     PyObject *stop_args; /* (singleton,) when RBC_STOP_ARGS_CACHE, else NULL */
+    /* The running interpreter's ways, asked of it by
+     * redis_backoff_c._rules (module.c's _set_interpreter_rules): whether
+     * a coroutine's send() chains the handled exception to the
+     * StopIteration of a result other than None, and of None; and
+     * _rules.await_error, which raises the TypeError of `await obj`. */
+    char stop_chains_result;
+    char stop_chains_none;
+    PyObject *await_error;
 } rbc_async_state;
 
 /* ---- shared by every concern (module.c) ---------------------------- */

@@ -93,6 +93,9 @@ def _load() -> tuple[ModuleType | None, str | None]:
     from redis_backoff_c import _rules
 
     _speedups._set_release_rules(_rules.LDEXP_EXPONENTIAL, _rules.RETRY_CHECKER)
+    _speedups._set_interpreter_rules(
+        _rules.STOP_CHAINS_RESULT, _rules.STOP_CHAINS_NONE, _rules.await_error
+    )
     from redis_backoff_c import _substate
 
     # The types a program may subclass (the strategies and both Retry types).

@@ -8,6 +8,7 @@ the C object has is tested on the C side alone (`c_impl`).
 
 import asyncio
 import gc
+import re
 import warnings
 
 import pytest
@@ -259,13 +260,66 @@ def test_stop_iteration_from_do_becomes_runtime_error(impl):
     assert isinstance(info.value.__cause__, StopIteration)
 
 
+def await_error(obj):
+    """The interpreter's own TypeError message for `await obj` (CPython
+    3.14 reworded it: "'int' object can't be awaited")."""
+
+    async def probe():
+        await obj
+
+    coroutine = probe()
+    try:
+        coroutine.send(None)
+    except TypeError as error:
+        return str(error)
+    finally:
+        coroutine.close()
+    raise AssertionError(f"{obj!r} was awaited")
+
+
 def test_not_awaitable_do_result(impl):
     async def fail(error):
         pass
 
     retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 1)
-    with pytest.raises(TypeError, match="can't be used in 'await' expression"):
+    with pytest.raises(TypeError, match=f"^{re.escape(await_error(42))}$"):
         retry.call_with_retry(lambda: 42, fail).send(None)
+
+
+class BadAwait:
+    """__await__ returns what it was given (no iterator); counts its calls."""
+
+    def __init__(self, returns):
+        self.returns, self.calls = returns, 0
+
+    def __await__(self):
+        self.calls += 1
+        return self.returns
+
+
+async def _coroutine():
+    pass
+
+
+@pytest.mark.parametrize("returns", ["int", "coroutine"])
+def test_await_returning_no_iterator(impl, returns):
+    """do()'s awaitable whose __await__ returns no iterator: the TypeError
+    the running interpreter gives for that `await` (3.15 reworded it), and
+    __await__ called once."""
+
+    async def fail(error):
+        pass
+
+    result = 5 if returns == "int" else _coroutine()
+    reference = BadAwait(result)
+    expected = await_error(reference)
+    bad = BadAwait(result)
+    retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 1)
+    with pytest.raises(TypeError, match=f"^{re.escape(expected)}$"):
+        retry.call_with_retry(lambda: bad, fail).send(None)
+    assert bad.calls == 1
+    if returns == "coroutine":
+        result.close()
 
 
 def test_abandoned_suspended_awaitable_is_closed_by_gc(impl):
@@ -479,11 +533,22 @@ def test_next_raises_stop_iteration_with_the_result(c_impl):
 @pytest.mark.parametrize("value", [5, None, "text"])
 def test_stop_iteration_from_send_chains_the_handled_exception(impl, value):
     """send() inside an `except` block raises the StopIteration with the
-    handled exception as __context__, as a coroutine's send does."""
+    handled exception as __context__ where a coroutine's send does: always
+    up to 3.13; from 3.14 on only for a None result (a StopIteration(value)
+    is raised with PyErr_SetRaisedException, which does not chain)."""
     retry = impl.asyncio_retry.Retry(impl.backoff.NoBackoff(), 1)
 
     async def do():
         return value
+
+    native = do()
+    try:
+        raise KeyError("native")
+    except KeyError as native_handled:
+        try:
+            native.send(None)
+        except StopIteration as stop:
+            chains = stop.__context__ is native_handled
 
     async def fail(error):
         pass
@@ -498,4 +563,5 @@ def test_stop_iteration_from_send_chains_the_handled_exception(impl, value):
         except StopIteration as stop:
             caught = stop
     assert caught.value is value and caught.args == (() if value is None else (value,))
-    assert caught.__context__ is handled and not caught.__suppress_context__
+    assert caught.__context__ is (handled if chains else None)
+    assert not caught.__suppress_context__
