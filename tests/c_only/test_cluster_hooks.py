@@ -330,19 +330,20 @@ def returns_early(delay):
 
 
 Conn, Timeout = ConnectionError, TimeoutError
-# name: (backoff, retries, extras, attempts' outcomes, sleep, the call's
+# name: (backoff, retries, extras, the attempts' outcomes (made anew for
+# each run: an error raised again grows its traceback), sleep, the call's
 # is_retryable for call_with_retry / the attempts that reach no node for the
 # cluster loop)
 SCENARIOS = {
-    "success": (ConstantBackoff(0.001), 5, {}, [Conn(), Timeout(), 7], None, ()),
-    "exhausted": (NoBackoff(), 2, {}, [Conn("1"), Conn("2"), Conn("3")], None, ()),
-    "checker": (NoBackoff(), 3, {}, [Conn(), 1], None, (2,)),
-    "budget": (NoBackoff(), 10, {"budget": (2, 0.1)}, [Conn(), 1], None, ()),
+    "success": (ConstantBackoff(0.001), 5, {}, lambda: [Conn(), Timeout(), 7], None, ()),
+    "exhausted": (NoBackoff(), 2, {}, lambda: [Conn("1"), Conn("2"), Conn("3")], None, ()),
+    "checker": (NoBackoff(), 3, {}, lambda: [Conn(), 1], None, (2,)),
+    "budget": (NoBackoff(), 10, {"budget": (2, 0.1)}, lambda: [Conn(), 1], None, ()),
     "deadline-before-sleep": (
         ConstantBackoff(0.3),
         10,
         {"deadline": 0.5},
-        [Conn() for _ in range(11)],
+        lambda: [Conn() for _ in range(11)],
         None,
         (),
     ),
@@ -350,22 +351,22 @@ SCENARIOS = {
         NoBackoff(),
         10,
         {"deadline": 0.15},
-        [Slow(0.1, Conn()) for _ in range(11)],
+        lambda: [Slow(0.1, Conn()) for _ in range(11)],
         None,
         (),
     ),
-    "compute-raises": (RaisingCompute(0), 3, {}, [Conn(), 1], None, ()),
-    "compute-no-float": (HugeCompute(0), 3, {}, [Conn(), 1], None, ()),
-    "sleep-interrupted": (ConstantBackoff(10.0), 3, {}, [Conn(), 1], interrupted, ()),
+    "compute-raises": (RaisingCompute(0), 3, {}, lambda: [Conn(), 1], None, ()),
+    "compute-no-float": (HugeCompute(0), 3, {}, lambda: [Conn(), 1], None, ()),
+    "sleep-interrupted": (ConstantBackoff(10.0), 3, {}, lambda: [Conn(), 1], interrupted, ()),
     "sleep-returns-early": (
         ConstantBackoff(10.0),
         3,
         {},
-        [Conn(), KeyError("k")],
+        lambda: [Conn(), KeyError("k")],
         returns_early,
         (),
     ),
-    "unhandled": (NoBackoff(), 3, {}, [KeyError("k")], None, ()),
+    "unhandled": (NoBackoff(), 3, {}, lambda: [KeyError("k")], None, ()),
 }
 
 
@@ -393,7 +394,7 @@ def with_call_with_retry(scenario, monkeypatch):
     retry = make_retry(backoff, retries, extras)
     if sleep is not None:
         monkeypatch.setattr(redis_backoff_c.retry, "sleep", sleep)
-    loop = Loop(retry, outcomes)
+    loop = Loop(retry, outcomes())
 
     def do():
         outcome = loop.outcomes[0]
@@ -411,7 +412,7 @@ def with_call_with_retry(scenario, monkeypatch):
 def with_cluster_loop(scenario):
     backoff, retries, extras, outcomes, sleep, unreachable_at = scenario
     retry = make_retry(backoff, retries, extras)
-    loop = RedisLoop(retry, outcomes, sleep or time.sleep, unreachable_at)
+    loop = RedisLoop(retry, outcomes(), sleep or time.sleep, unreachable_at)
 
     def attempt():
         loop.attempts += 1
