@@ -5,15 +5,17 @@ awaits ``do()``, ``fail(...)`` and ``sleep(delay)`` in redis-py's order.
 Two designs keep that contract; the faster one on the running CPython is
 chosen here, at import, and named by ``DESIGN``:
 
-- ``"awaitable"`` (CPython 3.10 and 3.11): a C object that speaks the
-  coroutine protocol (``__await__``, ``send``, ``throw``, ``close``) and
-  runs the whole loop, ``await do()`` included, in C.
-- ``"coroutine"`` (CPython 3.12 and later): a native ``async def``
+- ``"awaitable"`` (CPython 3.10, 3.11, and 3.15 on): a C object that
+  speaks the coroutine protocol (``__await__``, ``send``, ``throw``,
+  ``close``) and runs the whole loop, ``await do()`` included, in C.
+- ``"coroutine"`` (CPython 3.12 to 3.14): a native ``async def``
   (``redis_backoff_c.asyncio._coroutine``) whose success path is the
   interpreter's own ``await do()``; reset, the decisions and the failure
-  loop are in C.  From 3.12 on the interpreter awaits only a native
+  loop are in C.  On 3.12 to 3.14 the interpreter awaits only a native
   coroutine without a ``StopIteration`` per result, which is what the C
-  awaitable pays there.
+  awaitable pays there; on 3.15 the C awaitable is the faster again (1.33x
+  to 1.37x redis-py's success path against 1.01x, failure 1.16x against
+  1.00x: docs/performance.md).
 
 ``REDIS_BACKOFF_C_ASYNC_DESIGN=awaitable`` (or ``coroutine``) overrides the
 choice, for testing both designs on one interpreter.
@@ -66,7 +68,7 @@ def _choose_design() -> str:
             f"REDIS_BACKOFF_C_ASYNC_DESIGN must be 'awaitable' or 'coroutine', not {forced!r}"
         )
     # Measured (callgrind and scripts/bench-matrix.sh): docs/architecture.md.
-    return "coroutine" if sys.version_info >= (3, 12) else "awaitable"
+    return "coroutine" if (3, 12) <= sys.version_info < (3, 15) else "awaitable"
 
 
 def _sleep_through_redis_retry(delay: float) -> Awaitable[None]:
