@@ -38,7 +38,11 @@ ASYNC_TARGET = {"3.10": 1.6, "3.11": 1.5}
 def cell(row):
     if row is None or not row.get("available", True) or row.get("value") is None:
         return "n/a"
-    text = f"{row['value']:.2f}x"
+    value = row["value"]
+    if isinstance(value, str):
+        # "inf": the C side's overhead measured below zero (within noise).
+        return f"{value}x"
+    text = f"{value:.2f}x"
     if row.get("value_q1") is not None:
         text += f" [{row['value_q1']:.2f}-{row['value_q3']:.2f}]"
     return text
