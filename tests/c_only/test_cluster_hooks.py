@@ -103,22 +103,34 @@ def test_delay_whose_float_drops_the_extras():
 # --- the patched loop ---------------------------------------------------------
 
 
+class Unreachable(Exception):
+    pass
+
+
 class Loop:
     """RedisCluster.execute_command's retry loop, as redis-py 8.2 writes it:
     1 + get_retries() attempts, the error types it retries, the backoff
-    hook inside its handler, then the sleep."""
+    hook inside its handler, then the sleep; at the top of each attempt
+    after a failure, an error instead of the retry when a topology refresh
+    since reached no node (raised from the failure: the attempts numbered
+    in `unreachable_at`)."""
 
     ERRORS_ALLOW_RETRY = (ConnectionError, TimeoutError)
 
-    def __init__(self, retry, outcomes, sleep=time.sleep):
+    def __init__(self, retry, outcomes, sleep=time.sleep, unreachable_at=()):
         self.retry = retry
-        self.outcomes = list(outcomes)  # per attempt: a value, or an error to raise
+        # Per attempt: a value, an error to raise, or a callable that
+        # returns or raises.
+        self.outcomes = list(outcomes)
         self.sleep = sleep
+        self.unreachable_at = unreachable_at
         self.attempts = 0
 
     def attempt(self):
         self.attempts += 1
         outcome = self.outcomes.pop(0)
+        if callable(outcome) and not isinstance(outcome, BaseException):
+            outcome = outcome()
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
@@ -126,13 +138,17 @@ class Loop:
     def execute_command(self, *args):
         retries = self.retry.get_retries()
         failures = 0
+        last_error = None
         for _ in range(1 + retries):
+            if last_error is not None and self.attempts + 1 in self.unreachable_at:
+                raise Unreachable("no node reached") from last_error
             try:
                 return self.attempt()
             except Exception as error:
                 if retries > 0 and type(error) in self.ERRORS_ALLOW_RETRY:
                     retries -= 1
                     failures += 1
+                    last_error = error
                     delay = HOOK(self.retry, failures)
                     if delay > 0:
                         self.sleep(delay)
@@ -262,44 +278,6 @@ def test_asyncio_loop_counts_per_task():
 # --- the cluster loop counts as call_with_retry does --------------------------
 
 
-class RedisLoop(Loop):
-    """Loop with what redis-py 8.2's adds around the attempts: at the top of
-    each attempt after a failure, an error instead of the retry when a
-    topology refresh since reached no node (raised from the failure)."""
-
-    def __init__(self, retry, outcomes, sleep=time.sleep, unreachable_at=()):
-        super().__init__(retry, outcomes, sleep)
-        self.unreachable_at = unreachable_at  # attempt numbers that find no node
-
-    def execute_command(self, *args):
-        retries = self.retry.get_retries()
-        failures = 0
-        last_error = None
-        for _ in range(1 + retries):
-            if last_error is not None and self.attempts + 1 in self.unreachable_at:
-                raise Unreachable("no node reached") from last_error
-            try:
-                return self.attempt()
-            except Exception as error:
-                if retries > 0 and type(error) in self.ERRORS_ALLOW_RETRY:
-                    retries -= 1
-                    failures += 1
-                    last_error = error
-                    delay = HOOK(self.retry, failures)
-                    if delay > 0:
-                        self.sleep(delay)
-                    continue
-                raise
-
-
-class Unreachable(Exception):
-    pass
-
-
-if redis_backoff_c.IMPLEMENTATION == "c":
-    REDIS_EXECUTE = _cluster._sync_execute(RedisLoop.execute_command, _cluster._errors_allow_retry)
-
-
 class Slow:
     """An attempt that takes `seconds`, then raises `error`."""
 
@@ -395,13 +373,7 @@ def with_call_with_retry(scenario, monkeypatch):
     if sleep is not None:
         monkeypatch.setattr(redis_backoff_c.retry, "sleep", sleep)
     loop = Loop(retry, outcomes())
-
-    def do():
-        outcome = loop.outcomes[0]
-        if callable(outcome) and not isinstance(outcome, BaseException):
-            loop.outcomes[0] = outcome()  # raises: the outcome stays
-        return loop.attempt()
-
+    do = loop.attempt
     # What the cluster loop's top-of-attempt check does, as a checker.
     checker = (lambda error: False) if unreachable_at else None
     outcome = outcome_of(lambda: retry.call_with_retry(do, lambda error: None, checker))
@@ -412,19 +384,8 @@ def with_call_with_retry(scenario, monkeypatch):
 def with_cluster_loop(scenario):
     backoff, retries, extras, outcomes, sleep, unreachable_at = scenario
     retry = make_retry(backoff, retries, extras)
-    loop = RedisLoop(retry, outcomes(), sleep or time.sleep, unreachable_at)
-
-    def attempt():
-        loop.attempts += 1
-        outcome = loop.outcomes.pop(0)
-        if callable(outcome) and not isinstance(outcome, BaseException):
-            outcome = outcome()
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
-
-    loop.attempt = attempt
-    return outcome_of(lambda: REDIS_EXECUTE(loop, "GET", "k")), retry
+    loop = Loop(retry, outcomes(), sleep or time.sleep, unreachable_at)
+    return outcome_of(lambda: run(loop)), retry
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

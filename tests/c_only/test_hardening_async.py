@@ -237,3 +237,53 @@ def test_async_retry_takes_anything(backoff_arg, retries, errors, failures, seed
         assert actual[1] == "TypeError"  # the documented early TypeError
     elif expected[0] == "value":
         assert actual == expected
+
+
+class HostileNames(type):
+    """A metaclass whose __module__, read when the interpreter is asked
+    for the TypeError of an `await` (redis_backoff_c._rules.await_error),
+    changes the Retry running the call, or raises."""
+
+    retry = None
+    raises = False
+
+    @property
+    def __module__(cls):
+        retry = HostileNames.retry
+        retry._backoff, retry._retries = backoff.NoBackoff(), -1
+        retry._supported_errors = ()
+        if HostileNames.raises:
+            raise KeyError("module")
+        return "hostile"
+
+
+class BadAwait(metaclass=HostileNames):
+    def __await__(self):
+        return 5  # no iterator
+
+
+@pytest.mark.parametrize("raises", [False, True])
+def test_await_error_whose_type_names_change_the_retry(raises):
+    """The failure loop awaits fail()'s result in C on both designs; the
+    TypeError for a result that cannot be awaited runs Python code that
+    changes the Retry: the call raises that error (or the one the names
+    raised) and the Retry works after."""
+    retry = Retry(backoff.ConstantBackoff(0), 3)
+    HostileNames.retry, HostileNames.raises = retry, raises
+
+    async def fail(error):
+        return None
+
+    def do():
+        raise Conn("down")
+
+    expected = KeyError if raises else TypeError
+    with pytest.raises(expected):
+        asyncio.run(retry.call_with_retry(do, lambda error: BadAwait()))
+    assert retry._retries == -1 and retry._supported_errors == ()
+
+    async def ok():
+        return 7
+
+    assert asyncio.run(retry.call_with_retry(ok, fail)) == 7
+    gc.collect()
