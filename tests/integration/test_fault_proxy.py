@@ -1,4 +1,6 @@
-"""The fault proxy (fault_proxy.py) against a real redis-server.
+"""The fault proxy (fault_proxy.py) against a real redis-server, and the
+problem the at-most-once policy is to fix, shown through it: a retried
+write whose first attempt ran on the server runs twice.
 
 The raw-socket tests speak RESP themselves, so that what the proxy counts
 and drops is exactly what they sent (redis-py adds a handshake on connect).
@@ -207,4 +209,41 @@ def test_asyncio_client(proxy, server_client):
 
     asyncio.run(main())
     assert server_client.get("n") == b"1"
+    assert proxy.dropped == 1
+
+
+# The problem: redis-py's Retry retries a write whose reply was lost, though
+# it ran. redis.retry.Retry and redis.backoff are looked up when the test
+# runs: under `pytest --redis-backoff-c` (patch()) they are the C classes,
+# which by default retry exactly as redis-py's do, and the write runs twice
+# just the same.
+
+
+def test_retry_runs_a_write_twice(proxy, server_client):
+    retry = redis.retry.Retry(redis.backoff.ExponentialBackoff(), 3)
+    client = redis.Redis(host="127.0.0.1", port=proxy.port, retry=retry, socket_timeout=TIMEOUT)
+    assert client.ping()
+    proxy.drop_after_request(1)
+    assert client.incr("n") == 2  # the client saw one INCR ...
+    assert server_client.get("n") == b"2"  # ... the server ran two
+    assert proxy.dropped == 1
+    assert proxy.connections == 2  # the retry reconnected
+    client.close()
+
+
+def test_asyncio_retry_runs_a_write_twice(proxy, server_client):
+    async def main():
+        retry = redis.asyncio.retry.Retry(redis.backoff.ExponentialBackoff(), 3)
+        client = redis.asyncio.Redis(
+            host="127.0.0.1", port=proxy.port, retry=retry, socket_timeout=TIMEOUT
+        )
+        try:
+            assert await client.ping()
+            proxy.drop_after_request(1)
+            return await client.incr("n")
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) == 2
+    assert server_client.get("n") == b"2"
     assert proxy.dropped == 1
