@@ -389,11 +389,18 @@ after_fail(call_object *self, PyObject **value)
     PyObject *error = self->error;
     PyObject *previous = rbc_exc_begin_handling(error);
     PyObject *delay = NULL;
-    if (rbc_retry_exhausted(retry, &self->extras, self->failures)) {
+    rbc_state *st = call_state(self);
+    if (st == NULL) {
+        goto error;
+    }
+    int may_have_run = rbc_extras_may_have_run(&st->extras, &retry->extras, &self->extras, error);
+    if (may_have_run < 0) {
+        goto error;
+    }
+    if (may_have_run || rbc_retry_exhausted(retry, &self->extras, self->failures)) {
         goto raise; /* `raise error`: the same object */
     }
-    rbc_state *st = call_state(self);
-    PyObject *count = st == NULL ? NULL : PyLong_FromLongLong(self->failures);
+    PyObject *count = PyLong_FromLongLong(self->failures);
     if (count == NULL) {
         goto error;
     }
@@ -432,7 +439,7 @@ raise:
 error:
     Py_XDECREF(delay);
     rbc_exc_end_handling(previous);
-    rbc_extras_call_aborted(call_extras(self)); /* compute() or the delay raised */
+    rbc_extras_call_aborted(call_extras(self)); /* the judge, compute() or the delay raised */
     finish(self);
     return PYGEN_ERROR;
 }

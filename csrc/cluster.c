@@ -60,14 +60,26 @@ rbc_cluster_begin(PyObject *module, PyObject *retry)
 }
 
 PyObject *
-rbc_cluster_failed(PyObject *module, PyObject *retry)
+rbc_cluster_failed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    rbc_retry_object *self = cluster_args(module, 1, 1, retry, "_cluster_failed");
+    rbc_retry_object *self = cluster_args(module, nargs, 2, nargs > 0 ? args[0] : NULL,
+                                          "_cluster_failed");
     if (self == NULL) {
         return NULL;
     }
     rbc_extras_attempt_failed(self->extras, 1);
-    return PyBool_FromLong(rbc_extras_refuse_retry(self->extras, 0));
+    rbc_call_extras call = {0.0, 1}; /* counted: _cluster_begin saw extras */
+    int may_have_run = rbc_extras_may_have_run(&rbc_get_state(module)->extras, &self->extras,
+                                               &call, args[1]);
+    if (may_have_run < 0) {
+        return NULL;
+    }
+    if (may_have_run) {
+        return PyLong_FromLong(RBC_CLUSTER_GIVE_UP_MAY_HAVE_RUN);
+    }
+    /* The block is read after the judge, which may have changed it. */
+    int refused = rbc_extras_refuse_retry(self->extras, 0);
+    return PyLong_FromLong(refused ? RBC_CLUSTER_GIVE_UP_BUDGET : RBC_CLUSTER_GO_ON);
 }
 
 PyObject *

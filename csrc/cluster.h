@@ -9,8 +9,9 @@
  * the cluster holds (either flavor), in call_with_retry's order:
  *
  *     _cluster_begin(retry)                the command starts
- *     _cluster_failed(retry)               an attempt failed, a retry is due:
- *                                          counted, the budget asked
+ *     _cluster_failed(retry, error)        an attempt failed, a retry is due:
+ *                                          counted, writes="at-most-once"
+ *                                          and the budget asked
  *     (the loop's own hook computes the delay)
  *     _cluster_delay(retry, deadline_at, delay)
  *                                          the deadline asked
@@ -36,15 +37,21 @@ enum { RBC_CLUSTER_SUCCEEDED,     /* the last attempt returned */
        RBC_CLUSTER_ABORTED,       /* ended between attempts otherwise (cancelled in the sleep) */
        RBC_CLUSTER_OUTCOMES };
 
+/* What _cluster_failed answers. */
+enum { RBC_CLUSTER_GO_ON,               /* retry */
+       RBC_CLUSTER_GIVE_UP_BUDGET,      /* the budget refuses: raise what the loop raises */
+       RBC_CLUSTER_GIVE_UP_MAY_HAVE_RUN /* writes="at-most-once": raise the error itself */
+};
+
 /* _cluster_begin(retry): None when `retry` is no C Retry or has no extras
  * (nothing to count); else the command counted as a call, and its deadline
  * (monotonic seconds; 0.0 for none). */
 PyObject *rbc_cluster_begin(PyObject *module, PyObject *retry);
-/* _cluster_failed(retry): an attempt failed with an error the loop
- * retries (counted, one token taken); True when the budget refuses the
- * retry (the give-up counted), asked before the backoff is computed, as in
- * call_with_retry. */
-PyObject *rbc_cluster_failed(PyObject *module, PyObject *retry);
+/* _cluster_failed(retry, error): an attempt failed with `error`, which the
+ * loop retries (counted, one token taken); then, as in call_with_retry
+ * before the backoff is computed, writes="at-most-once" and the budget are
+ * asked: an RBC_CLUSTER_GO_ON / _GIVE_UP_* (the give-up counted). */
+PyObject *rbc_cluster_failed(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 /* _cluster_delay(retry, deadline_at, delay): the loop will sleep `delay`
  * (None: it will not sleep) before the next attempt.  None when that
  * attempt would start at or past the deadline (the give-up counted); else
@@ -62,9 +69,10 @@ PyObject *rbc_cluster_ended(PyObject *module, PyObject *const *args, Py_ssize_t 
     {"_cluster_begin", rbc_cluster_begin, METH_O,                                   \
      "_cluster_begin(retry, /)\n--\n\n"                                             \
      "A cluster command starts: None without extras, else its deadline (0.0: none)."}, \
-    {"_cluster_failed", rbc_cluster_failed, METH_O,                                 \
-     "_cluster_failed(retry, /)\n--\n\n"                                            \
-     "An attempt failed and a retry is due: True when the budget refuses it."},     \
+    {"_cluster_failed", (PyCFunction)(void (*)(void))rbc_cluster_failed, METH_FASTCALL, \
+     "_cluster_failed(retry, error, /)\n--\n\n"                                     \
+     "An attempt failed and a retry is due: 0 to retry, 1 when the budget\n"        \
+     "refuses it, 2 when it may have run (writes='at-most-once')."},                \
     {"_cluster_delay", (PyCFunction)(void (*)(void))rbc_cluster_delay, METH_FASTCALL, \
      "_cluster_delay(retry, deadline_at, delay, /)\n--\n\n"                         \
      "The seconds to sleep before the retry (delay None: 0.0), or None when the\n"  \

@@ -329,6 +329,7 @@ static const char *const stat_names[RBC_STAT_COUNT] = {
     "give_ups_not_retryable",
     "give_ups_deadline",
     "give_ups_budget",
+    "give_ups_may_have_run",
     "unhandled_errors",
     "aborted",
 };
@@ -447,9 +448,9 @@ stats_repr(PyObject *self)
     PyObject *repr = PyUnicode_FromFormat(
         "RetryStats(calls=%llu, attempts=%llu, successes=%llu, failed_attempts=%llu, "
         "retries=%llu, give_ups_exhausted=%llu, give_ups_not_retryable=%llu, "
-        "give_ups_deadline=%llu, give_ups_budget=%llu, unhandled_errors=%llu, aborted=%llu, "
-        "slept_seconds=%R)",
-        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], seconds);
+        "give_ups_deadline=%llu, give_ups_budget=%llu, give_ups_may_have_run=%llu, "
+        "unhandled_errors=%llu, aborted=%llu, slept_seconds=%R)",
+        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], seconds);
     Py_DECREF(seconds);
     return repr;
 }
@@ -538,6 +539,9 @@ static PyGetSetDef stats_getset[] = {
      (void *)(Py_ssize_t)RBC_STAT_GIVE_UPS_DEADLINE},
     {"give_ups_budget", stats_get_counter, NULL, "calls that raised: the budget refused",
      (void *)(Py_ssize_t)RBC_STAT_GIVE_UPS_BUDGET},
+    {"give_ups_may_have_run", stats_get_counter, NULL,
+     "calls that raised: writes=\"at-most-once\" and the attempt may have run",
+     (void *)(Py_ssize_t)RBC_STAT_GIVE_UPS_MAY_HAVE_RUN},
     {"unhandled_errors", stats_get_counter, NULL,
      "errors of do() passed through unhandled (not supported errors)",
      (void *)(Py_ssize_t)RBC_STAT_UNHANDLED},
@@ -592,6 +596,8 @@ field_of(rbc_retry_extras *extras, int which)
         return &extras->deadline;
     case RBC_EXTRA_BUDGET:
         return (PyObject **)&extras->budget;
+    case RBC_EXTRA_WRITES:
+        return &extras->writes;
     default:
         return (PyObject **)&extras->stats;
     }
@@ -622,7 +628,7 @@ drop_if_empty(rbc_retry_extras **extras)
 {
     rbc_retry_extras *block = *extras;
     if (block != NULL && block->deadline == NULL && block->budget == NULL
-        && block->stats == NULL) {
+        && block->stats == NULL && block->writes == NULL) {
         *extras = NULL;
         Py_XDECREF(block->last_deadline_at); /* a float: runs no code */
         PyMem_Free(block);
@@ -641,6 +647,7 @@ rbc_retry_extras_clear(rbc_retry_extras **extras)
     Py_XDECREF(block->deadline);
     Py_XDECREF(block->budget);
     Py_XDECREF(block->stats);
+    Py_XDECREF(block->writes);
     Py_XDECREF(block->last_deadline_at);
     PyMem_Free(block);
 }
@@ -670,6 +677,7 @@ rbc_retry_extras_copy(rbc_retry_extras **to, const rbc_retry_extras *from)
     copy->deadline_seconds = from->deadline_seconds;
     copy->budget = (rbc_budget_object *)Py_XNewRef((PyObject *)from->budget);
     copy->stats = (rbc_stats_object *)Py_XNewRef((PyObject *)from->stats);
+    copy->writes = Py_XNewRef(from->writes);
     return 0;
 }
 
@@ -729,29 +737,86 @@ store_shared(rbc_retry_extras **extras, int which, PyObject *value)
     return 0;
 }
 
+/* The writes policy `value` as the block holds it: 0 with *policy NULL
+ * for "at-least-once" or None (redis-py's), the interned "at-most-once"
+ * for that; -1 with TypeError or ValueError naming the parameter.  Runs
+ * no Python code (exact str only). */
+static int
+check_writes(rbc_extras_state *es, const char *owner, const char *name, PyObject *value,
+             PyObject **policy)
+{
+    *policy = NULL;
+    if (value == Py_None) {
+        return 0;
+    }
+    if (!PyUnicode_CheckExact(value)) {
+        PyErr_Format(PyExc_TypeError, "%s() argument '%s' must be a str or None, not %.200s",
+                     owner, name, Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    if (PyUnicode_Compare(value, es->str_at_most_once) == 0) {
+        *policy = es->str_at_most_once;
+        return 0;
+    }
+    if (PyUnicode_Compare(value, es->str_at_least_once) == 0) {
+        return 0;
+    }
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "%s() argument '%s' must be 'at-least-once' or 'at-most-once', not %R", owner,
+                 name, value);
+    return -1;
+}
+
+/* The checked policy (NULL: at-least-once) into the block. */
+static int
+store_writes(rbc_retry_extras **extras, PyObject *policy)
+{
+    if (policy == NULL) {
+        if (*extras != NULL) {
+            Py_CLEAR((*extras)->writes); /* an interned str: runs no code */
+            drop_if_empty(extras);
+        }
+        return 0;
+    }
+    rbc_retry_extras *block = block_of(extras);
+    if (block == NULL) {
+        return -1;
+    }
+    Py_XSETREF(block->writes, Py_NewRef(policy));
+    return 0;
+}
+
 int
 rbc_retry_extras_set(rbc_extras_state *es, const char *owner, rbc_retry_extras **extras,
-                     PyObject *deadline, PyObject *budget, PyObject *stats)
+                     PyObject *deadline, PyObject *budget, PyObject *stats, PyObject *writes)
 {
     double seconds = 0.0;
-    /* All three checked before any is set; the deadline converted once. */
+    PyObject *policy = NULL;
+    /* All four checked before any is set; the deadline converted once. */
     if ((deadline != Py_None && positive_value(owner, "deadline", deadline, 1, &seconds) < 0)
         || check_shared(owner, "budget", budget, es->Budget_type) < 0
-        || check_shared(owner, "stats", stats, es->Stats_type) < 0) {
+        || check_shared(owner, "stats", stats, es->Stats_type) < 0
+        || check_writes(es, owner, "writes", writes, &policy) < 0) {
         return -1;
     }
     if (store_deadline(extras, deadline, seconds) < 0
         || store_shared(extras, RBC_EXTRA_BUDGET, budget) < 0
-        || store_shared(extras, RBC_EXTRA_STATS, stats) < 0) {
+        || store_shared(extras, RBC_EXTRA_STATS, stats) < 0 || store_writes(extras, policy) < 0) {
         return -1;
     }
     return 0;
 }
 
 PyObject *
-rbc_retry_extras_get(const rbc_retry_extras *extras, int which)
+rbc_retry_extras_get(rbc_extras_state *es, const rbc_retry_extras *extras, int which)
 {
     PyObject *value = extras == NULL ? NULL : field_value(extras, which);
+    if (value == NULL && which == RBC_EXTRA_WRITES) {
+        value = es->str_at_least_once; /* redis-py's behaviour, by its name */
+    }
     return Py_NewRef(value != NULL ? value : Py_None);
 }
 
@@ -760,10 +825,16 @@ rbc_retry_extras_store(rbc_extras_state *es, rbc_retry_extras **extras, int whic
                        PyObject *value)
 {
     static const char *const owners[RBC_EXTRA_COUNT] = {"Retry.deadline", "Retry.budget",
-                                                        "Retry.stats"};
-    static const char *const names[RBC_EXTRA_COUNT] = {"deadline", "budget", "stats"};
+                                                        "Retry.stats", "Retry.writes"};
+    static const char *const names[RBC_EXTRA_COUNT] = {"deadline", "budget", "stats", "writes"};
     if (rbc_refuse_delete(value, names[which]) < 0) {
         return -1;
+    }
+    if (which == RBC_EXTRA_WRITES) {
+        PyObject *policy;
+        return check_writes(es, owners[which], "value", value, &policy) < 0
+                   ? -1
+                   : store_writes(extras, policy);
     }
     if (which == RBC_EXTRA_DEADLINE) {
         double seconds = 0.0;
@@ -788,7 +859,10 @@ rbc_retry_extras_equal(const rbc_retry_extras *a, const rbc_retry_extras *b)
     PyObject *b_budget = b != NULL ? (PyObject *)b->budget : NULL;
     PyObject *a_stats = a != NULL ? (PyObject *)a->stats : NULL;
     PyObject *b_stats = b != NULL ? (PyObject *)b->stats : NULL;
-    if (a_budget != b_budget || a_stats != b_stats) {
+    /* The policy is NULL or the one interned str: compared by identity. */
+    PyObject *a_writes = a != NULL ? a->writes : NULL;
+    PyObject *b_writes = b != NULL ? b->writes : NULL;
+    if (a_budget != b_budget || a_stats != b_stats || a_writes != b_writes) {
         return 0;
     }
     PyObject *a_deadline = a != NULL ? a->deadline : NULL;
@@ -817,7 +891,7 @@ rbc_retry_extras_repr(const rbc_retry_extras *extras)
         parts[i] = Py_XNewRef(field_value(extras, i));
     }
     static const char *const formats[RBC_EXTRA_COUNT] = {", deadline=%R", ", budget=%R",
-                                                         ", stats=%R"};
+                                                         ", stats=%R", ", writes=%R"};
     PyObject *text = PyUnicode_FromString("");
     for (int i = 0; i < RBC_EXTRA_COUNT && text != NULL; i++) {
         if (parts[i] == NULL) {
@@ -841,7 +915,8 @@ rbc_retry_extras_items(rbc_extras_state *es, const rbc_retry_extras *extras, PyO
     if (extras == NULL) {
         return 0;
     }
-    PyObject *names[RBC_EXTRA_COUNT] = {es->str_deadline, es->str_budget, es->str_stats};
+    PyObject *names[RBC_EXTRA_COUNT] = {es->str_deadline, es->str_budget, es->str_stats,
+                                        es->str_writes};
     int count = 0;
     for (int i = 0; i < RBC_EXTRA_COUNT; i++) {
         PyObject *value = field_value(extras, i);
@@ -938,6 +1013,36 @@ rbc_extras_refuse_retry_slow(rbc_retry_extras *extras, int exhausted)
 }
 
 int
+rbc_extras_may_have_run(rbc_extras_state *es, rbc_retry_extras *const *extras,
+                        const rbc_call_extras *call, PyObject *error)
+{
+    rbc_retry_extras *block = *extras;
+    if (!call->counted || block == NULL || block->writes == NULL) {
+        return 0;
+    }
+    PyObject *judge = es->writes_judge;
+    int verdict = 1; /* no judge (the package never set one): nothing is known */
+    if (judge != NULL) {
+        Py_INCREF(judge);
+        PyObject *answer = PyObject_CallOneArg(judge, error);
+        Py_DECREF(judge);
+        if (answer == NULL) {
+            return -1;
+        }
+        verdict = PyObject_IsTrue(answer);
+        Py_DECREF(answer);
+        if (verdict < 0) {
+            return -1;
+        }
+    }
+    if (verdict) {
+        block = *extras; /* the judge ran Python code: read the block again */
+        count(block != NULL ? block->stats : NULL, RBC_STAT_GIVE_UPS_MAY_HAVE_RUN);
+    }
+    return verdict;
+}
+
+int
 rbc_extras_before_sleep(rbc_retry_extras *const *extras, const rbc_call_extras *call,
                         PyObject *delay)
 {
@@ -1030,8 +1135,12 @@ rbc_extras_init(rbc_state *st, PyObject *module)
     es->str_deadline = PyUnicode_InternFromString("deadline");
     es->str_budget = PyUnicode_InternFromString("budget");
     es->str_stats = PyUnicode_InternFromString("stats");
+    es->str_writes = PyUnicode_InternFromString("writes");
+    es->str_at_least_once = PyUnicode_InternFromString("at-least-once");
+    es->str_at_most_once = PyUnicode_InternFromString("at-most-once");
     if (es->str_slept_seconds == NULL || es->str_deadline == NULL || es->str_budget == NULL
-        || es->str_stats == NULL) {
+        || es->str_stats == NULL || es->str_writes == NULL || es->str_at_least_once == NULL
+        || es->str_at_most_once == NULL) {
         return -1;
     }
     es->Budget_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &budget_spec, NULL);
@@ -1055,6 +1164,7 @@ rbc_extras_traverse(rbc_extras_state *es, visitproc visit, void *arg)
 {
     Py_VISIT(es->Budget_type);
     Py_VISIT(es->Stats_type);
+    Py_VISIT(es->writes_judge);
     return 0;
 }
 
@@ -1070,4 +1180,8 @@ rbc_extras_clear(rbc_extras_state *es)
     Py_CLEAR(es->str_deadline);
     Py_CLEAR(es->str_budget);
     Py_CLEAR(es->str_stats);
+    Py_CLEAR(es->str_writes);
+    Py_CLEAR(es->str_at_least_once);
+    Py_CLEAR(es->str_at_most_once);
+    Py_CLEAR(es->writes_judge);
 }

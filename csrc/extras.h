@@ -58,6 +58,7 @@ struct rbc_retry_extras {
     double deadline_seconds; /* its value */
     rbc_budget_object *budget;
     rbc_stats_object *stats;
+    PyObject *writes;           /* the interned "at-most-once", or NULL: at-least-once */
     PyObject *last_deadline_at; /* the float rbc_extras_deadline_float made last, or NULL */
 };
 typedef struct rbc_retry_extras rbc_retry_extras;
@@ -84,16 +85,20 @@ void rbc_extras_clear(rbc_extras_state *es);
 enum { RBC_EXTRA_DEADLINE,
        RBC_EXTRA_BUDGET,
        RBC_EXTRA_STATS,
+       RBC_EXTRA_WRITES,
        RBC_EXTRA_COUNT };
 
-/* Retry(..., *, deadline=None, budget=None, stats=None): checks the three
- * (None, or a positive real / a RetryBudget / a RetryStats; TypeError or
- * ValueError naming the parameter) and sets them into the Retry's block,
- * *extras (made when needed, freed when it holds nothing). */
+/* Retry(..., *, deadline=None, budget=None, stats=None, writes=None):
+ * checks the four (None, or a positive real / a RetryBudget / a RetryStats
+ * / "at-least-once" or "at-most-once"; TypeError or ValueError naming the
+ * parameter) and sets them into the Retry's block, *extras (made when
+ * needed, freed when it holds nothing). */
 int rbc_retry_extras_set(rbc_extras_state *es, const char *owner, rbc_retry_extras **extras,
-                         PyObject *deadline, PyObject *budget, PyObject *stats);
-/* The attribute `which` (an RBC_EXTRA_*): its value, or None. */
-PyObject *rbc_retry_extras_get(const rbc_retry_extras *extras, int which);
+                         PyObject *deadline, PyObject *budget, PyObject *stats,
+                         PyObject *writes);
+/* The attribute `which` (an RBC_EXTRA_*): its value, or None
+ * ("at-least-once" for writes). */
+PyObject *rbc_retry_extras_get(rbc_extras_state *es, const rbc_retry_extras *extras, int which);
 /* retry.<attribute> = value: None unsets it; deleting is refused. */
 int rbc_retry_extras_store(rbc_extras_state *es, rbc_retry_extras **extras, int which,
                            PyObject *value);
@@ -223,6 +228,16 @@ void rbc_extras_sleep_ended(const rbc_retry_extras *extras, double started);
 /* slept_seconds adds `seconds` (a sleep measured by the caller; negative
  * counts 0). */
 void rbc_extras_add_slept(const rbc_retry_extras *extras, double seconds);
+
+/* After fail(), for a caught error that the checkers let through: under
+ * writes="at-most-once", redis_backoff_c.writes' judge (module state) is
+ * asked whether the failed attempt may have run on the server; it marks
+ * the error when so.  1 to give up (counted as give_ups_may_have_run), 0
+ * to go on, -1 when the judge raised.  Nothing for a call not counted or a
+ * Retry at redis-py's at-least-once.  `extras` is the address of the
+ * Retry's field, read again after the judge, which runs Python code. */
+int rbc_extras_may_have_run(rbc_extras_state *es, rbc_retry_extras *const *extras,
+                            const rbc_call_extras *call, PyObject *error);
 
 /* Before sleeping `delay` (> 0): 1 to sleep, 0 to give up because the
  * sleep would reach the call's deadline, -1 when delay is no real

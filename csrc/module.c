@@ -153,6 +153,22 @@ set_interpreter_rules(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* _set_writes_judge(judge, /): redis_backoff_c.writes._judge, which reads
+ * a failed attempt under writes="at-most-once" (rbc_extras_may_have_run),
+ * handed over once, at import, by redis_backoff_c/_impl.py. */
+static PyObject *
+set_writes_judge(PyObject *module, PyObject *judge)
+{
+    if (!PyCallable_Check(judge)) {
+        PyErr_Format(PyExc_TypeError, "_set_writes_judge() argument must be callable, not %.200s",
+                     Py_TYPE(judge)->tp_name);
+        return NULL;
+    }
+    rbc_extras_state *es = &rbc_get_state(module)->extras;
+    Py_XSETREF(es->writes_judge, Py_NewRef(judge));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"set_random_source", (PyCFunction)(void (*)(void))rbc_set_random_source,
      METH_FASTCALL | METH_KEYWORDS,
@@ -173,6 +189,10 @@ static PyMethodDef module_methods[] = {
      "_set_interpreter_rules(stop_chains_result, stop_chains_none, await_error, /)\n--\n\n"
      "What the running interpreter's coroutines do (redis_backoff_c._rules), for\n"
      "the C awaitable to do the same.  Private: set once, at import."},
+    {"_set_writes_judge", set_writes_judge, METH_O,
+     "_set_writes_judge(judge, /)\n--\n\n"
+     "redis_backoff_c.writes._judge: asked, under writes='at-most-once', whether a\n"
+     "failed attempt may have run.  Private: set once, at import."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -103,6 +103,12 @@ handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyOb
         goto done;
     }
     Py_DECREF(result);
+    status = rbc_extras_may_have_run(&st->extras, &self->extras, &call->extras, error);
+    if (status != 0) {
+        status = status > 0 ? 0 : -1; /* 1: raise the error, which may have run */
+        goto done;
+    }
+    status = -1;
     if (rbc_retry_exhausted(self, &call->extras, *failures)) {
         status = 0;
         goto done;

@@ -268,33 +268,35 @@ retry_new_exact(const rbc_retry_flavor *fl, PyObject *type, PyObject *backoff, P
 /* The four of redis-py (is_retryable: 8.2's, accepted whatever redis-py
  * is installed), then the keyword-only extras. */
 static const char *const retry_parameters[] = {
-    "backoff", "retries", "supported_errors", "is_retryable", "deadline", "budget", "stats"};
+    "backoff", "retries", "supported_errors", "is_retryable",
+    "deadline", "budget", "stats", "writes"};
 /* Its text form is RBC_RETRY_TEXT_SIGNATURE (retry_core.h). */
-static const rbc_signature retry_signature = {"Retry", retry_parameters, 7, 4};
+static const rbc_signature retry_signature = {"Retry", retry_parameters, 8, 4};
 
-/* The parameters' defaults for flavor `fl`, into values[7]. */
+/* The parameters' defaults for flavor `fl`, into values[8]. */
 static void
 retry_defaults(const rbc_retry_flavor *fl, PyObject **values)
 {
     values[0] = NULL;
     values[1] = NULL;
     values[2] = fl->default_errors;
-    for (int i = 3; i < 7; i++) {
+    for (int i = 3; i < 8; i++) {
         values[i] = Py_None;
     }
 }
 
 /* The extras given (not None): set them, after the parameters. */
 static int
-set_given_extras(const rbc_retry_flavor *fl, PyObject *self, PyObject *deadline,
-                 PyObject *budget, PyObject *stats)
+set_given_extras(const rbc_retry_flavor *fl, PyObject *self, PyObject *const *extras)
 {
-    if (deadline == Py_None && budget == Py_None && stats == Py_None) {
+    if (extras[0] == Py_None && extras[1] == Py_None && extras[2] == Py_None
+        && extras[3] == Py_None) {
         return 0;
     }
     rbc_state *st = rbc_state_of(self);
     return st == NULL ? -1
-                      : rbc_retry_extras_set(&st->extras, fl->name, &RETRY(self)->extras, deadline, budget, stats);
+                      : rbc_retry_extras_set(&st->extras, fl->name, &RETRY(self)->extras,
+                                             extras[0], extras[1], extras[2], extras[3]);
 }
 
 /* Retry(...) of the exact type of flavor `fl`. */
@@ -308,7 +310,7 @@ retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const *ar
         && rbc_small_int_value(args[1], &small)) {
         return retry_new_exact(fl, type, args[0], args[1], small);
     }
-    PyObject *values[7];
+    PyObject *values[8];
     retry_defaults(fl, values);
     if (rbc_bind(&retry_signature, args, nargs, kwnames, values) < 0) {
         return NULL;
@@ -318,7 +320,7 @@ retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const *ar
         return NULL;
     }
     if (rbc_retry_set_parameters(fl, RETRY(self), values[0], values[1], values[2], values[3]) < 0
-        || set_given_extras(fl, self, values[4], values[5], values[6]) < 0) {
+        || set_given_extras(fl, self, values + 4) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -388,13 +390,13 @@ rbc_retry_flavor_type_new(rbc_retry_flavor *fl, PyObject *module, PyType_Spec *s
 int
 rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args, PyObject *kwds)
 {
-    PyObject *values[7];
+    PyObject *values[8];
     retry_defaults(fl, values);
     if (rbc_bind_tuple(&retry_signature, args, kwds, values) < 0) {
         return -1;
     }
     PyObject *backoff = values[0], *retries = values[1], *errors = values[2];
-    PyObject *checker = values[3], *deadline = values[4], *budget = values[5], *stats = values[6];
+    PyObject *checker = values[3];
     /* __init__ again on an object: the checker is the one given now, as
      * redis-py's __init__ sets _is_retryable (None when not given). */
     if (rbc_retry_set_parameters(fl, RETRY(self), backoff, retries, errors, checker) < 0) {
@@ -402,7 +404,7 @@ rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args, 
     }
     /* __init__ again on an object: the extras are the ones given now. */
     rbc_retry_extras_clear(&RETRY(self)->extras);
-    return set_given_extras(fl, self, deadline, budget, stats);
+    return set_given_extras(fl, self, values + 4);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -548,12 +550,16 @@ checker_property_set(PyObject *self, PyObject *value, void *closure)
     return store_checker(self, value, "is_retryable", "Retry.is_retryable");
 }
 
-/* deadline, budget and stats (extras.h): the closure is the RBC_EXTRA_*
- * index. */
+/* deadline, budget, stats and writes (extras.h): the closure is the
+ * RBC_EXTRA_* index. */
 static PyObject *
 extra_get(PyObject *self, void *closure)
 {
-    return rbc_retry_extras_get(RETRY(self)->extras, (int)(intptr_t)closure);
+    rbc_state *st = rbc_state_of(self);
+    if (st == NULL) {
+        return NULL;
+    }
+    return rbc_retry_extras_get(&st->extras, RETRY(self)->extras, (int)(intptr_t)closure);
 }
 
 static int
@@ -590,6 +596,10 @@ PyGetSetDef rbc_retry_getset[] = {
      (void *)(intptr_t)RBC_EXTRA_BUDGET},
     {"stats", extra_get, extra_set, "the RetryStats that count calls (shared by copies), or None",
      (void *)(intptr_t)RBC_EXTRA_STATS},
+    {"writes", extra_get, extra_set,
+     "'at-least-once' (redis-py's: every supported error is retried) or 'at-most-once'\n"
+     "(a failed attempt that may have run on the server is not retried)",
+     (void *)(intptr_t)RBC_EXTRA_WRITES},
     {NULL},
 };
 

@@ -31,6 +31,7 @@
  *         failures += 1
  *         rbc_retry_call_fail(fail, error, failures, with_failure_count)
  *                                (async: its result awaited)
+ *         rbc_extras_may_have_run(es, &self->extras, &call, error) 1: raise error
  *         rbc_retry_exhausted(self, failures)           1: raise error
  *         delay = rbc_retry_next_delay(self, failures, &sleep)
  *         if sleep: rbc_extras_before_sleep(&self->extras, &call, delay) 0: raise error
@@ -123,7 +124,7 @@ PyTypeObject *rbc_retry_flavor_type_new(rbc_retry_flavor *fl, PyObject *module,
                                         PyType_Spec *spec);
 /* The tp_vectorcall of both types: Retry(backoff, retries,
  * supported_errors=..., is_retryable=None, *, deadline=None, budget=None,
- * stats=None) built directly for the exact type of either flavor; a
+ * stats=None, writes=None) built directly for the exact type of either flavor; a
  * subclass (whose __init__ may differ) goes through tp_new and tp_init. */
 PyObject *rbc_retry_type_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
                                     PyObject *kwnames);
@@ -131,7 +132,7 @@ PyObject *rbc_retry_type_vectorcall(PyObject *type, PyObject *const *args, size_
  * its parameters are retry_signature's (retry_core.c). */
 #define RBC_RETRY_TEXT_SIGNATURE                                            \
     "Retry(backoff, retries, supported_errors=..., is_retryable=None, *,\n" \
-    "      deadline=None, budget=None, stats=None)\n--\n\n"
+    "      deadline=None, budget=None, stats=None, writes='at-least-once')\n--\n\n"
 
 /* tp_init: the same parameters. */
 int rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args,

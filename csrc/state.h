@@ -108,6 +108,7 @@ typedef enum {
     RBC_STAT_GIVE_UPS_NOT_RETRYABLE,
     RBC_STAT_GIVE_UPS_DEADLINE,
     RBC_STAT_GIVE_UPS_BUDGET,
+    RBC_STAT_GIVE_UPS_MAY_HAVE_RUN,
     RBC_STAT_UNHANDLED,
     RBC_STAT_ABORTED,
     RBC_STAT_COUNT
@@ -121,6 +122,13 @@ typedef struct {
     PyObject *str_deadline;
     PyObject *str_budget;
     PyObject *str_stats;
+    PyObject *str_writes;
+    PyObject *str_at_least_once; /* interned "at-least-once", "at-most-once" */
+    PyObject *str_at_most_once;
+    /* redis_backoff_c.writes._judge (module.c's _set_writes_judge): called
+     * with a failure under writes="at-most-once", true when the attempt may
+     * have run on the server; NULL until the package sets it. */
+    PyObject *writes_judge;
 } rbc_extras_state;
 
 /* ---- __slots__ in copies (slots.c) ------------------------------------- */

@@ -33,6 +33,7 @@ from redis_backoff_c.backoff import (
     default_backoff,
 )
 from redis_backoff_c.retry import Retry
+from redis_backoff_c.writes import may_have_run
 
 __version__ = "0.1.0"
 
@@ -56,6 +57,7 @@ __all__ = [
     "default_backoff",
     "get_random_source",
     "is_patched",
+    "may_have_run",
     "patch",
     "patched",
     "set_random_source",

@@ -64,8 +64,9 @@ from redis_backoff_c._speedups import (
 
 __all__ = ["patch_module"]
 
-# _cluster_ended's outcomes (csrc/cluster.h).
+# _cluster_ended's outcomes and _cluster_failed's answers (csrc/cluster.h).
 SUCCEEDED, EXHAUSTED, UNHANDLED, NOT_RETRYABLE, ABORTED = range(5)
+GO_ON, GIVE_UP_BUDGET, GIVE_UP_MAY_HAVE_RUN = range(3)
 
 #: The redis-py modules whose RedisCluster runs the command loop.
 MODULES = ("redis.cluster", "redis.asyncio.cluster")
@@ -75,6 +76,11 @@ class _GaveUp(Exception):
     """Raised by the hook, inside the loop's handler of the attempt's error
     (its ``__context__``), when the budget or the deadline refuses the
     retry; the wrapper raises what redis-py would raise instead."""
+
+
+class _MayHaveRun(_GaveUp):
+    """The same, under writes="at-most-once" for an attempt that may have
+    run: the wrapper raises the attempt's error itself, marked."""
 
 
 class _Command:
@@ -190,7 +196,12 @@ def _backoff_delay(original: Callable[[Any, int], float]) -> Callable[[Any, int]
             return original(retry, failures)
         command.retry_made()
         command.failures = failures
-        if _cluster_failed(retry):
+        error = sys.exc_info()[1]
+        assert error is not None  # called in the loop's handler of the failure
+        verdict = _cluster_failed(retry, error)
+        if verdict == GIVE_UP_MAY_HAVE_RUN:
+            raise _MayHaveRun
+        if verdict == GIVE_UP_BUDGET:
             raise _GaveUp
         try:
             delay = original(retry, failures)
@@ -252,6 +263,7 @@ def _sync_execute(
             result = execute(self, *args, **kwargs)
         except _GaveUp as gave_up:
             error = gave_up.__context__
+            may_have_run = isinstance(gave_up, _MayHaveRun)
         except BaseException as error:
             command.ended(error, retried(self))
             raise
@@ -265,7 +277,7 @@ def _sync_execute(
         metric = _give_up_metric(command, error)
         if metric is not None:
             self._record_error_metric(**metric)
-        raise _error_after_last_retry(self, error)
+        raise error if may_have_run else _error_after_last_retry(self, error)
 
     execute_command._redis_backoff_c_wraps = execute  # type: ignore[attr-defined]
     return execute_command
@@ -286,6 +298,7 @@ def _async_execute(
             result = await execute(self, *args, **kwargs)
         except _GaveUp as gave_up:
             error = gave_up.__context__
+            may_have_run = isinstance(gave_up, _MayHaveRun)
         except BaseException as error:
             command.ended(error, retried(self))
             raise
@@ -298,7 +311,7 @@ def _async_execute(
         metric = _give_up_metric(command, error)
         if metric is not None:
             await self._record_error_metric(**metric)
-        raise _error_after_last_retry(self, error)
+        raise error if may_have_run else _error_after_last_retry(self, error)
 
     execute_command._redis_backoff_c_wraps = execute  # type: ignore[attr-defined]
     return execute_command

@@ -65,6 +65,7 @@ import redis.retry
 from redis.backoff import AbstractBackoff
 
 from redis_backoff_c._rules import RETRY_CHECKER
+from redis_backoff_c.writes import AT_LEAST_ONCE, AT_MOST_ONCE, _judge as _writes_judge
 
 __all__ = ["AsyncRetry", "Retry", "RetryBudget", "RetryStats"]
 
@@ -81,6 +82,7 @@ STAT_NAMES: Final = (
     "give_ups_not_retryable",
     "give_ups_deadline",
     "give_ups_budget",
+    "give_ups_may_have_run",
     "unhandled_errors",
     "aborted",
 )
@@ -286,9 +288,14 @@ class RetryStats:
     give_ups_not_retryable = _Counter(6, "calls that raised: is_retryable(error) was false")
     give_ups_deadline = _Counter(7, "calls that raised: the deadline")
     give_ups_budget = _Counter(8, "calls that raised: the budget refused")
-    unhandled_errors = _Counter(9, "errors of do() passed through unhandled (not supported errors)")
+    give_ups_may_have_run = _Counter(
+        9, 'calls that raised: writes="at-most-once" and the attempt may have run'
+    )
+    unhandled_errors = _Counter(
+        10, "errors of do() passed through unhandled (not supported errors)"
+    )
     aborted = _Counter(
-        10,
+        11,
         "calls ended by an exception from fail(), a checker, compute() or the sleep, "
         "or cancelled or closed while fail() or the sleep was awaited",
     )
@@ -303,8 +310,9 @@ class RetryStats:
     GIVE_UPS_NOT_RETRYABLE: ClassVar[int] = 6
     GIVE_UPS_DEADLINE: ClassVar[int] = 7
     GIVE_UPS_BUDGET: ClassVar[int] = 8
-    UNHANDLED: ClassVar[int] = 9
-    ABORTED: ClassVar[int] = 10
+    GIVE_UPS_MAY_HAVE_RUN: ClassVar[int] = 9
+    UNHANDLED: ClassVar[int] = 10
+    ABORTED: ClassVar[int] = 11
 
     def __init_subclass__(cls, **kwargs: Any) -> NoReturn:
         raise TypeError("type 'RetryStats' is not an acceptable base type")
@@ -377,7 +385,7 @@ class RetryStats:
 
 # --- The Retry types --------------------------------------------------------
 
-_EXTRAS: Final = ("deadline", "budget", "stats")
+_EXTRAS: Final = ("deadline", "budget", "stats", "writes")
 _INIT_NAMES: Final = (
     "backoff",
     "retries",
@@ -386,6 +394,7 @@ _INIT_NAMES: Final = (
     "deadline",
     "budget",
     "stats",
+    "writes",
 )
 
 
@@ -396,6 +405,24 @@ def _check_shared(owner: str, name: str, value: object, kind: type) -> None:
             f"{owner}() argument '{name}' must be a {kind.__name__} or None, "
             f"not {type(value).__name__}"
         )
+
+
+def _checked_writes(owner: str, name: str, value: object) -> str | None:
+    """The writes policy as stored: None for redis-py's "at-least-once" (or
+    None), "at-most-once" for that; TypeError or ValueError otherwise."""
+    if value is None:
+        return None
+    if type(value) is not str:
+        raise TypeError(
+            f"{owner}() argument '{name}' must be a str or None, not {type(value).__name__}"
+        )
+    if value == AT_MOST_ONCE:
+        return AT_MOST_ONCE
+    if value == AT_LEAST_ONCE:
+        return None
+    raise ValueError(
+        f"{owner}() argument '{name}' must be 'at-least-once' or 'at-most-once', not {value!r}"
+    )
 
 
 def _check_callable(obj: Any, name: str) -> None:
@@ -423,7 +450,7 @@ class _Extras:
 
     def _init(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         owner = "Retry"  # as the C types name themselves, subclasses too
-        backoff, retries, errors, checker, deadline, budget, stats = _bind(
+        backoff, retries, errors, checker, deadline, budget, stats, writes = _bind(
             owner,
             _INIT_NAMES,
             4,
@@ -435,12 +462,14 @@ class _Extras:
                 "deadline": None,
                 "budget": None,
                 "stats": None,
+                "writes": None,
             },
         )
         if deadline is not None:
             _positive(owner, "deadline", deadline, True)
         _check_shared(owner, "budget", budget, RetryBudget)
         _check_shared(owner, "stats", stats, RetryStats)
+        writes = _checked_writes(owner, "writes", writes)
         # redis-py's own __init__ for its parameters; the checker is 8.2's,
         # set here whatever redis-py is installed (8.0/8.1 take none).
         family: Any = self._FAMILY
@@ -448,7 +477,7 @@ class _Extras:
         self._is_retryable = checker
         # __init__ again on an object: the extras are the ones given now.
         state = vars(self)
-        for name, value in zip(_EXTRAS, (deadline, budget, stats)):
+        for name, value in zip(_EXTRAS, (deadline, budget, stats, writes)):
             if value is None:
                 state.pop(name, None)
             else:
@@ -517,9 +546,24 @@ class _Extras:
     def stats(self) -> NoReturn:
         raise AttributeError("cannot delete attribute 'stats'")
 
+    @property
+    def writes(self) -> str:
+        """'at-least-once' (redis-py's: every supported error is retried) or
+        'at-most-once' (a failed attempt that may have run is not retried)."""
+        policy: str | None = self._get("writes")
+        return policy or AT_LEAST_ONCE
+
+    @writes.setter
+    def writes(self, value: str | None) -> None:
+        self._store("writes", _checked_writes("Retry.writes", "value", value))
+
+    @writes.deleter
+    def writes(self) -> NoReturn:
+        raise AttributeError("cannot delete attribute 'writes'")
+
     def _has_extras(self) -> bool:
         state = vars(self)
-        return "deadline" in state or "budget" in state or "stats" in state
+        return any(name in state for name in _EXTRAS)
 
     # -- ==, hash, repr, deepcopy
 
@@ -546,6 +590,8 @@ class _Extras:
             if extra(self, "budget") is not extra(other_extras, "budget"):
                 return False
             if extra(self, "stats") is not extra(other_extras, "stats"):
+                return False
+            if extra(self, "writes") != extra(other_extras, "writes"):
                 return False
             a, b = extra(self, "deadline"), extra(other_extras, "deadline")
             if a is None or b is None:
@@ -646,6 +692,20 @@ class _Extras:
             return False
         return True
 
+    def _may_have_run(self, counted: bool, error: BaseException) -> bool:
+        """After fail(): under writes="at-most-once", True when the failed
+        attempt may have run on the server (the error is marked; the give-up
+        counted), so that it is raised instead of retried."""
+        if self._extras(counted).get("writes") is None:
+            return False
+        if not _writes_judge(error):
+            return False
+        # The judge ran Python code: read the stats again.
+        stats: RetryStats | None = self._extras(counted).get("stats")
+        if stats is not None:
+            stats._count(RetryStats.GIVE_UPS_MAY_HAVE_RUN)
+        return True
+
     def _refuse_retry(self, counted: bool, failures: int) -> bool:
         """After fail(): True when the error must be raised now (retries
         exhausted, or the budget at or below half), counted by reason."""
@@ -729,11 +789,12 @@ def _async_sleep(delay: Any) -> Awaitable[Any]:
 
 class Retry(_Extras, redis.retry.Retry):
     """Retry(backoff, retries, supported_errors=..., is_retryable=None, *,
-          deadline=None, budget=None, stats=None)
+          deadline=None, budget=None, stats=None, writes='at-least-once')
 
     redis-py's Retry with the opt-in extras: ``deadline`` bounds one call
     (seconds), ``budget`` (RetryBudget) throttles retries, ``stats``
-    (RetryStats) counts.  The pure-Python twin of the C type."""
+    (RetryStats) counts, ``writes="at-most-once"`` retries no attempt that
+    may have run on the server.  The pure-Python twin of the C type."""
 
     _DEFAULT_ERRORS = (
         redis.exceptions.ConnectionError,
@@ -790,7 +851,7 @@ class Retry(_Extras, redis.retry.Retry):
                         fail(error, failures)
                     else:
                         fail(error)
-                    if self._refuse_retry(counted, failures):
+                    if self._may_have_run(counted, error) or self._refuse_retry(counted, failures):
                         gave_up = True
                         raise
                     delay = self._backoff.compute(failures)
@@ -817,7 +878,7 @@ class Retry(_Extras, redis.retry.Retry):
 
 class AsyncRetry(_Extras, redis.asyncio.retry.Retry):
     """Retry(backoff, retries, supported_errors=..., is_retryable=None, *,
-          deadline=None, budget=None, stats=None)
+          deadline=None, budget=None, stats=None, writes='at-least-once')
 
     redis-py's asyncio Retry with the opt-in extras (see the sync Retry).
     The pure-Python twin of the C type."""
@@ -873,7 +934,7 @@ class AsyncRetry(_Extras, redis.asyncio.retry.Retry):
                         await fail(error, failures)
                     else:
                         await fail(error)
-                    if self._refuse_retry(counted, failures):
+                    if self._may_have_run(counted, error) or self._refuse_retry(counted, failures):
                         gave_up = True
                         raise
                     delay = self._backoff.compute(failures)

@@ -96,6 +96,9 @@ def _load() -> tuple[ModuleType | None, str | None]:
     _speedups._set_interpreter_rules(
         _rules.STOP_CHAINS_RESULT, _rules.STOP_CHAINS_NONE, _rules.await_error
     )
+    from redis_backoff_c import writes
+
+    _speedups._set_writes_judge(writes._judge)
     from redis_backoff_c import _substate
 
     # The types a program may subclass (the strategies and both Retry types).

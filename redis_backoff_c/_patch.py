@@ -66,8 +66,8 @@ two redis-py objects built before patch() still compare equal, patch() gives
 each original class that defines such an ``__eq__`` a copy of it that sees the
 original class under that name; unpatch() puts the original function back.
 
-The extras: ``patch(deadline=, budget=, stats=)``
--------------------------------------------------
+The extras: ``patch(deadline=, budget=, stats=, writes=)``
+----------------------------------------------------------
 
 ``patch(budget=RetryBudget(10, 0.1), stats=RetryStats())`` gives the C Retry
 objects that patch() installs in place of redis-py's defaults (the
@@ -77,13 +77,15 @@ above) these extras, the same objects in all of them: since redis-py
 deep-copies a client's Retry into each connection, and a deep copy of a C
 Retry keeps its budget and stats, every client built with the default Retry
 shares one budget and one set of counters. ``deadline`` (seconds) bounds
-each call_with_retry of those Retries. A Retry the program passes itself
+each call_with_retry of those Retries, and ``writes="at-most-once"`` makes
+them retry no attempt that may have run on the server
+(:mod:`redis_backoff_c.writes`). A Retry the program passes itself
 keeps its own extras; so do the default Retries of a redis module imported
 after patch() (``redis.http``, ``redis.multidb``: built from the C class,
 without extras). The Retries redis-py builds at run time
 (``Retry(NoBackoff(), 1)`` for a connection given ``retry=None``) have none.
 
-A repeated patch() that is given extras sets them (all three, None unsetting
+A repeated patch() that is given extras sets them (all four, None unsetting
 one) on every default Retry it installed; one given none leaves them as they
 are. unpatch() puts redis-py's own objects back, which have no extras.
 
@@ -256,7 +258,7 @@ class _State:
         self.conversion: Callable[[Any], Any] | None = None
 
 
-_EXTRAS = ("deadline", "budget", "stats")
+_EXTRAS = ("deadline", "budget", "stats", "writes")
 
 _lock = threading.RLock()
 _state = _State()
@@ -376,10 +378,17 @@ def _has_extras(obj: object) -> bool:
     return all(hasattr(type(obj), name) for name in _EXTRAS)
 
 
+def _extra(retry: object, name: str) -> object:
+    """The extra `name` of a C Retry, None when not set (writes reads
+    "at-least-once" then, redis-py's behaviour)."""
+    value = getattr(retry, name)
+    return None if name == "writes" and value == "at-least-once" else value
+
+
 def _without_extras(obj: object) -> object:
     """``obj``, or a shallow copy of it without extras when it has some:
     what redis-py's equal object is compared against."""
-    if not _has_extras(obj) or all(getattr(obj, name) is None for name in _EXTRAS):
+    if not _has_extras(obj) or all(_extra(obj, name) is None for name in _EXTRAS):
         return obj
     plain = copy.copy(obj)
     _set_extras(plain, dict.fromkeys(_EXTRAS))
@@ -391,17 +400,20 @@ def _set_extras(retry: object, extras: Mapping[str, object]) -> None:
         setattr(retry, name, extras[name])
 
 
-def _checked_extras(deadline: object, budget: object, stats: object) -> dict[str, object]:
+def _checked_extras(
+    deadline: object, budget: object, stats: object, writes: object
+) -> dict[str, object]:
     """The extras for patch(), checked as Retry() checks them (TypeError or
     ValueError naming the parameter, before anything is patched)."""
     from redis_backoff_c._impl import speedups
 
-    extras = {"deadline": deadline, "budget": budget, "stats": stats}
+    extras = {"deadline": deadline, "budget": budget, "stats": stats, "writes": writes}
     if speedups is not None:
         try:
-            speedups.Retry(None, 0, **extras)
+            checked = speedups.Retry(None, 0, **extras)
         except (TypeError, ValueError) as error:
             raise type(error)(str(error).replace("Retry()", "patch()", 1)) from None
+        extras["writes"] = _extra(checked, "writes")
     return extras
 
 
@@ -636,7 +648,7 @@ def _conversion_keeping_extras(convert: Callable[[Any], Any]) -> Callable[[Any],
     def to_async_retry(retry: Any) -> Any:
         converted = convert(retry)
         if converted is not retry and _has_extras(retry) and _has_extras(converted):
-            _set_extras(converted, {name: getattr(retry, name) for name in _EXTRAS})
+            _set_extras(converted, {name: _extra(retry, name) for name in _EXTRAS})
         return converted
 
     to_async_retry._redis_backoff_c_converts = convert  # type: ignore[attr-defined]
@@ -664,7 +676,7 @@ def _give_default_extras(retry: object) -> None:
     patch()'s extras, unless it has some."""
     if not _has_extras(retry) or not any(value is not None for value in _state.extras.values()):
         return
-    if all(getattr(retry, name) is None for name in _EXTRAS):
+    if all(_extra(retry, name) is None for name in _EXTRAS):
         _set_extras(retry, _state.extras)
 
 
@@ -767,13 +779,15 @@ def patch(
     deadline: float | None = None,
     budget: RetryBudget | None = None,
     stats: RetryStats | None = None,
+    writes: str | None = None,
 ) -> PatchReport:
     """Put the C strategies and Retry classes into redis-py, everywhere it
     holds them, and keep doing so for redis modules imported later.
 
-    ``deadline``, ``budget`` (a :class:`RetryBudget`) and ``stats`` (a
-    :class:`RetryStats`): the extras the default Retry objects it installs
-    carry, shared by every client built with them (see the module
+    ``deadline``, ``budget`` (a :class:`RetryBudget`), ``stats`` (a
+    :class:`RetryStats`) and ``writes`` (``"at-most-once"``: see
+    :mod:`redis_backoff_c.writes`): the extras the default Retry objects it
+    installs carry, shared by every client built with them (see the module
     documentation).
 
     Idempotent. Returns a :class:`PatchReport`. Without the C extension, a
@@ -782,7 +796,7 @@ def patch(
     """
     from redis_backoff_c._impl import speedups
 
-    extras = _checked_extras(deadline, budget, stats)
+    extras = _checked_extras(deadline, budget, stats, writes)
     if speedups is None:
         return _fallback_report()
     dropins = _dropins()
@@ -884,12 +898,13 @@ def patched(
     deadline: float | None = None,
     budget: RetryBudget | None = None,
     stats: RetryStats | None = None,
+    writes: str | None = None,
 ) -> Iterator[PatchReport]:
     """``with patched() as report:``: patch() on entry, unpatch() on exit,
     unless it was already patched on entry (then it stays patched).  The
     extras are passed to patch()."""
     was_patched = is_patched()
-    report = patch(deadline, budget, stats)
+    report = patch(deadline, budget, stats, writes)
     try:
         yield report
     finally:

@@ -102,6 +102,7 @@ STATS_OUTCOMES = (
     "give_ups_not_retryable",
     "give_ups_deadline",
     "give_ups_budget",
+    "give_ups_may_have_run",
     "unhandled_errors",
     "aborted",
 )

@@ -57,8 +57,8 @@ def test_begin_counts_only_a_c_retry_with_extras():
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda r: _cluster_failed(r, 0.0), TypeError, "takes exactly one argument"),
-        (lambda r: _cluster_failed(object()), TypeError, "'retry' must be a C Retry"),
+        (lambda r: _cluster_failed(r), TypeError, "takes 2 arguments"),
+        (lambda r: _cluster_failed(object(), Conn()), TypeError, "'retry' must be a C Retry"),
         (lambda r: _cluster_delay(r, 0.0), TypeError, "takes 3 arguments"),
         (lambda r: _cluster_delay(object(), 0.0, 0.0), TypeError, "'retry' must be a C Retry"),
         (lambda r: _cluster_delay(r, "0", 0.0), TypeError, "'deadline_at' must be a float"),
@@ -91,7 +91,7 @@ def test_delay_whose_float_drops_the_extras():
         def __float__(self):
             return float(Delay(0.5))
 
-    assert _cluster_failed(retry) is False
+    assert _cluster_failed(retry, Conn()) == 0  # go on
     assert _cluster_delay(retry, time.monotonic() + 10.0, Seconds(1)) == 0.5
     assert retry.stats is None and stats.failed_attempts == 1
     # The same for the slept time of _cluster_retried.

@@ -184,7 +184,8 @@ def test_fallback_keeps_the_extras(tmp_path, cause):
         "deadline=1.0, budget=RetryBudget(max_tokens=10, token_ratio=0.1, tokens=9.2), "
         "stats=RetryStats(calls=2, attempts=3, successes=2, failed_attempts=1, retries=1, "
         "give_ups_exhausted=0, give_ups_not_retryable=0, give_ups_deadline=0, "
-        "give_ups_budget=0, unhandled_errors=0, aborted=0, slept_seconds=0.0))"
+        "give_ups_budget=0, give_ups_may_have_run=0, unhandled_errors=0, aborted=0, "
+        "slept_seconds=0.0))"
     )
     assert result["tokens"] == 10 - 1 + 0.1 + 0.1
 

@@ -41,6 +41,7 @@ STAT_KEYS = [
     "give_ups_not_retryable",
     "give_ups_deadline",
     "give_ups_budget",
+    "give_ups_may_have_run",
     "unhandled_errors",
     "aborted",
     "slept_seconds",
@@ -719,6 +720,7 @@ def test_stats_count_every_outcome(flavor, extras):
         "give_ups_not_retryable": 1,
         "give_ups_deadline": 1,
         "give_ups_budget": 1,
+        "give_ups_may_have_run": 0,
         "unhandled_errors": 1,
         "aborted": 0,
     }
@@ -1162,3 +1164,264 @@ def test_outcomes_add_up_under_threads(extras):
     assert (snapshot["successes"], snapshot["give_ups_exhausted"]) == (n, n)
     assert (snapshot["aborted"], snapshot["unhandled_errors"]) == (n, n)
     assert_outcomes_add_up(stats.snapshot())
+
+
+# ------------------------------------------------- writes="at-most-once"
+# The policy itself (what it retries, how it marks and counts) over the C
+# types and the twin; what it reads from redis-py's frames is proven against
+# a real redis-server in tests/integration/test_at_most_once.py.
+
+
+def test_writes_is_at_least_once_unless_set(flavor, extras):
+    retry = flavor.Retry(NoBackoff(), 3)
+    assert retry.writes == "at-least-once"
+    retry = flavor.Retry(NoBackoff(), 3, writes="at-most-once")
+    assert retry.writes == "at-most-once"
+    retry.writes = "at-least-once"
+    assert retry.writes == "at-least-once"
+    assert retry == flavor.Retry(NoBackoff(), 3)  # nothing left set
+    retry.writes = "at-most-once"
+    retry.writes = None
+    assert retry.writes == "at-least-once"
+    assert flavor.Retry(NoBackoff(), 3, writes=None).writes == "at-least-once"
+    with pytest.raises(AttributeError, match="cannot delete attribute 'writes'"):
+        del retry.writes
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        (1, TypeError, "Retry() argument 'writes' must be a str or None, not int"),
+        (b"at-most-once", TypeError, "argument 'writes' must be a str or None, not bytes"),
+        (
+            "at_most_once",
+            ValueError,
+            "must be 'at-least-once' or 'at-most-once', not 'at_most_once'",
+        ),
+        ("AT-MOST-ONCE", ValueError, "must be 'at-least-once' or 'at-most-once'"),
+    ],
+)
+def test_writes_refuses_other_values(flavor, extras, value, error, message):
+    with pytest.raises(error) as raised:
+        flavor.Retry(NoBackoff(), 3, writes=value)
+    assert message in str(raised.value)
+    retry = flavor.Retry(NoBackoff(), 3, writes="at-most-once")
+    with pytest.raises(error, match="Retry.writes"):
+        retry.writes = value
+    assert retry.writes == "at-most-once"  # unchanged
+
+
+def test_writes_in_eq_repr_copies_and_pickle(flavor, extras):
+    retry = flavor.Retry(NoBackoff(), 3, writes="at-most-once")
+    assert retry != flavor.Retry(NoBackoff(), 3)
+    assert retry == flavor.Retry(NoBackoff(), 3, writes="at-most-once")
+    assert hash(retry) == hash(flavor.Retry(NoBackoff(), 3))  # redis-py's formula
+    assert repr(retry).endswith(", writes='at-most-once')")
+    assert "writes" not in repr(flavor.Retry(NoBackoff(), 3))
+    for twin in (copy.copy(retry), copy.deepcopy(retry), pickle.loads(pickle.dumps(retry))):
+        assert twin.writes == "at-most-once"
+        assert twin == retry
+
+
+def test_at_most_once_raises_what_may_have_run(flavor, extras):
+    # A do() that is not redis-py's says nothing of where it failed: under
+    # at-most-once its failure may have run, so it is raised at once, after
+    # fail(), marked and counted.
+    stats = extras.RetryStats()
+    retry = flavor.Retry(NoBackoff(), 3, writes="at-most-once", stats=stats)
+    do = always_failing()
+    failed = []
+    with pytest.raises(CE) as raised:
+        flavor.call(retry, do, lambda error, count: failed.append(count), with_failure_count=True)
+    assert do.attempts == 1
+    assert failed == [1]
+    assert raised.value is do.raised[0]
+    assert redis_backoff_c.may_have_run(raised.value)
+    if sys.version_info >= (3, 11):
+        assert any("may have run" in note for note in raised.value.__notes__)
+    snapshot = stats.snapshot()
+    assert snapshot["give_ups_may_have_run"] == 1
+    assert snapshot["failed_attempts"] == 1 and snapshot["retries"] == 0
+    assert_outcomes_add_up(snapshot)
+    # redis-py's policy retries the same failures, and marks nothing.
+    retry.writes = "at-least-once"
+    do = always_failing()
+    with pytest.raises(CE) as raised:
+        flavor.call(retry, do)
+    assert do.attempts == 4
+    assert not redis_backoff_c.may_have_run(raised.value)
+    assert stats.give_ups_exhausted == 1
+    assert_outcomes_add_up(stats.snapshot())
+
+
+def test_at_most_once_retries_what_the_server_refused(flavor, extras):
+    # -LOADING: the server refused the command, which did not run.
+    stats = extras.RetryStats()
+    retry = flavor.Retry(NoBackoff(), 3, writes="at-most-once", stats=stats)
+    do = failing([redis.exceptions.BusyLoadingError("LOADING"), CE("gone")], then=7)
+    with pytest.raises(CE) as raised:
+        flavor.call(retry, do)
+    assert do.attempts == 2  # the refusal retried, the connection error not
+    assert redis_backoff_c.may_have_run(raised.value)
+    assert not redis_backoff_c.may_have_run(do.raised[0])
+    assert stats.retries == 1 and stats.give_ups_may_have_run == 1
+    assert_outcomes_add_up(stats.snapshot())
+
+
+def test_at_most_once_retries_a_refused_connection(flavor, extras):
+    # redis-py's own connection to a port where nothing listens: the
+    # command was never sent, so it is retried until retries run out.
+    import redis.asyncio.connection
+    import redis.connection
+    from redis_server import free_port
+
+    port = free_port()
+    stats = extras.RetryStats()
+    retry = flavor.Retry(NoBackoff(), 2, writes="at-most-once", stats=stats)
+    attempts = []
+    with pytest.raises(CE) as raised:
+        if flavor.name == "sync":
+            connection = redis.connection.Connection(port=port, retry=None)
+
+            def do():
+                attempts.append(1)
+                return connection.send_command("INCR", "n")
+
+            retry.call_with_retry(do, lambda error: None)
+        else:
+            connection = redis.asyncio.connection.Connection(port=port, retry=None)
+
+            async def fail(error):
+                pass
+
+            def do_async():
+                attempts.append(1)
+                return connection.send_command("INCR", "n")
+
+            asyncio.run(retry.call_with_retry(do_async, fail))
+    assert len(attempts) == 3
+    assert not redis_backoff_c.may_have_run(raised.value)
+    assert stats.give_ups_exhausted == 1 and stats.give_ups_may_have_run == 0
+    assert_outcomes_add_up(stats.snapshot())
+
+
+def test_a_call_that_starts_at_least_once_stays_so(flavor, extras):
+    # As every extra: set during a call that started without extras, the
+    # policy waits for the next call.
+    retry = flavor.Retry(NoBackoff(), 2)
+
+    def fail(error):
+        retry.writes = "at-most-once"
+
+    do = always_failing()
+    with pytest.raises(CE) as raised:
+        flavor.call(retry, do, fail)
+    assert do.attempts == 3
+    assert not redis_backoff_c.may_have_run(raised.value)
+
+
+@pytest.fixture
+def judge(extras, monkeypatch):
+    """Replace the judge of `extras`' side: judge(function)."""
+    from redis_backoff_c import _extras_py, writes
+
+    def replace(function):
+        if extras.name == "c":
+            redis_backoff_c._impl.speedups._set_writes_judge(function)
+        else:
+            monkeypatch.setattr(_extras_py, "_writes_judge", function)
+
+    yield replace
+    if extras.name == "c":
+        redis_backoff_c._impl.speedups._set_writes_judge(writes._judge)
+
+
+def test_a_judge_that_raises_aborts_the_call(flavor, extras, judge):
+    stats = extras.RetryStats()
+    retry = flavor.Retry(NoBackoff(), 3, writes="at-most-once", stats=stats)
+
+    def raising(error):
+        raise KeyError("judge")
+
+    judge(raising)
+    with pytest.raises(KeyError, match="judge") as raised:
+        flavor.call(retry, always_failing())
+    assert isinstance(raised.value.__context__, CE)
+    assert stats.aborted == 1
+    assert_outcomes_add_up(stats.snapshot())
+
+
+def test_a_judge_that_changes_the_retry(flavor, extras, judge):
+    # The judge runs Python code: the extras are read again after it.
+    stats = extras.RetryStats()
+    retry = flavor.Retry(NoBackoff(), 3, writes="at-most-once", stats=stats, deadline=30.0)
+
+    def changing(error):
+        retry.stats = None
+        retry.deadline = None
+        retry.writes = None
+        gc.collect()
+        return True
+
+    judge(changing)
+    with pytest.raises(CE):
+        flavor.call(retry, always_failing())
+    assert retry.stats is None and retry.writes == "at-least-once"
+    assert stats.give_ups_may_have_run == 0  # the stats were gone when it counted
+    assert stats.calls == 1 and stats.failed_attempts == 1
+
+
+# ---------------------------------------------------------- the command table
+
+
+@pytest.mark.parametrize(
+    ("args", "safe"),
+    [
+        (("GET", "k"), True),
+        ((b"get", b"k"), True),
+        (("HGETALL", "h"), True),
+        (("OBJECT ENCODING", "k"), True),
+        (("OBJECT", "ENCODING", "k"), True),
+        (("CONFIG SET", "maxmemory", "1"), False),
+        (("INCR", "n"), False),
+        (("LPUSH", "l", "x"), False),
+        (("BLPOP", "l", 0), False),
+        (("EVAL", "return 1", 0), False),
+        (("PUBLISH", "c", "m"), False),
+        (("SET", "k", "v"), True),
+        (("SET", "k", "v", "EX", 10), True),
+        (("SET", "k", "v", "NX"), False),
+        (("SET", "k", "v", b"get"), False),
+        (("PING",), True),
+        (("SUBSCRIBE", "c"), True),
+        (("NO-SUCH-COMMAND",), False),
+        ((), False),
+        ((3, "k"), False),
+    ],
+)
+def test_which_commands_are_safe_to_repeat(args, safe):
+    from redis_backoff_c import writes
+
+    assert writes.is_safe_to_repeat(args) is safe
+
+
+def test_the_table_can_be_extended(monkeypatch):
+    from redis_backoff_c import writes
+
+    monkeypatch.setattr(writes, "_read_only", set(writes._read_only))
+    monkeypatch.setattr(writes, "_safe", dict(writes._safe))
+    assert not writes.is_safe_to_repeat(("JSON.GET", "k"))
+    writes.add_read_only("json.get", b"FT.SEARCH")
+    assert writes.is_safe_to_repeat(("JSON.GET", "k")) and "FT.SEARCH" in writes.READ_ONLY
+    writes.add_safe_to_repeat("HSET", "the same fields again", lambda args: len(args) == 4)
+    assert writes.is_safe_to_repeat(("HSET", "h", "f", "v"))
+    assert not writes.is_safe_to_repeat(("HSET", "h", "f", "v", "g", "w"))
+    assert writes.SAFE_TO_REPEAT["HSET"] == "the same fields again"
+    with pytest.raises(ValueError, match="'reason' must be a non-empty str"):
+        writes.add_safe_to_repeat("X", "")
+    with pytest.raises(TypeError, match="'when' must be callable"):
+        writes.add_safe_to_repeat("X", "why", when=1)
+    with pytest.raises(TypeError, match="a command name must be a str"):
+        writes.add_read_only(3)
+    for name, reason in writes.SAFE_TO_REPEAT.items():
+        assert name not in writes.READ_ONLY and reason, name
