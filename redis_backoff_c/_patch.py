@@ -810,6 +810,8 @@ def patch(
             if source in sys.modules:
                 _register_source(source, dropin, names, dropins.get(dropin))
         records = _patch_modules(_redis_modules())
+        if _state.extras["writes"] is not None:
+            records += _guard_writes()
         if not already:
             records += _follow_redis_sleep(dropins)
             finder = _Finder()
@@ -828,6 +830,20 @@ def patch(
             replaced=tuple(record.label for record in records),
             already_patched=already,
         )
+
+
+def _guard_writes() -> list[_Record]:
+    """Under writes="at-most-once", redis-py's send_packed_command (sync and
+    asyncio) checks a held connection for EOF before it writes (see
+    redis_backoff_c.writes); unpatch() puts redis-py's back."""
+    from redis_backoff_c import writes
+
+    records = []
+    for target, key, old, new in writes._guards():
+        setattr(target, key, new)
+        records.append(_Record(target, key, old, new, f"{_qualname(target)}.{key}"))
+    _state.records.extend(records)
+    return records
 
 
 def _follow_redis_sleep(dropins: dict[str, types.ModuleType | None]) -> list[_Record]:

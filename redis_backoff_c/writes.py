@@ -41,6 +41,7 @@ have run, and is not retried.  So the policy can only err towards raising.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -380,3 +381,68 @@ def _judge(error: BaseException) -> bool:
     except (AttributeError, TypeError):
         pass  # an error that takes no attribute: raised unmarked, still not retried
     return True
+
+
+# --- Before a write: a connection the server has closed ------------------
+#
+# A server restart closes every connection; the next write on one of them
+# goes out, the read meets EOF, and the failure may have run: it would be
+# raised.  redis-py's pool checks a connection for EOF when it hands it out
+# (ConnectionPool.get_connection), so a pooled client's command goes out on
+# a fresh connection.  A connection held across commands (a client built
+# with single_connection_client=True, pub/sub, a pipeline that WATCHes)
+# gets no such check: patch(writes="at-most-once") wraps redis-py's
+# send_packed_command, sync and asyncio, so that a connection whose Retry
+# is at-most-once is checked the same way before each write (a non-blocking
+# look, can_read(0): EOF means the peer has closed it) and, when closed,
+# disconnected, so the write connects anew.  Data waiting on it (a push
+# message) is left for its reader.
+
+
+def _at_most_once(connection: Any) -> bool:
+    return getattr(getattr(connection, "retry", None), "writes", None) == AT_MOST_ONCE
+
+
+def _sync_guard(send: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(send)
+    def send_packed_command(self: Any, command: Any, check_health: bool = True) -> Any:
+        if getattr(self, "_sock", None) is not None and _at_most_once(self):
+            try:
+                self.can_read(timeout=0)
+            except (redis.exceptions.ConnectionError, OSError):
+                self.disconnect()  # closed by the peer: the write reconnects
+        return send(self, command, check_health)
+
+    send_packed_command._redis_backoff_c_wraps = send  # type: ignore[attr-defined]
+    return send_packed_command
+
+
+def _async_guard(send: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(send)
+    async def send_packed_command(self: Any, command: Any, check_health: bool = True) -> Any:
+        if getattr(self, "is_connected", False) and _at_most_once(self):
+            try:
+                await self.can_read()
+            except (redis.exceptions.ConnectionError, OSError):
+                await self.disconnect(nowait=True)
+        return await send(self, command, check_health)
+
+    send_packed_command._redis_backoff_c_wraps = send  # type: ignore[attr-defined]
+    return send_packed_command
+
+
+def _guards() -> list[tuple[type, str, object, object]]:
+    """For patch(writes="at-most-once"): (class, name, old, new) for the
+    send_packed_command of redis-py's AbstractConnection, sync and asyncio
+    (those imported, not wrapped already)."""
+    changes: list[tuple[type, str, object, object]] = []
+    for module_name, guard in (
+        ("redis.connection", _sync_guard),
+        ("redis.asyncio.connection", _async_guard),
+    ):
+        cls = getattr(sys.modules.get(module_name), "AbstractConnection", None)
+        send = vars(cls).get("send_packed_command") if isinstance(cls, type) else None
+        if send is None or hasattr(send, "_redis_backoff_c_wraps"):
+            continue
+        changes.append((cls, "send_packed_command", send, guard(send)))  # type: ignore[arg-type]
+    return changes

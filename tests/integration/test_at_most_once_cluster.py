@@ -1,0 +1,200 @@
+"""writes="at-most-once" in a 6-node Redis Cluster, through a real fault: the
+node that owns the key is busy (another client's script holds it for
+0.3 s), so the command waits behind it and the client's read times out,
+while the server still runs the command once the script ends.  This is how
+a slow server makes a retried write run twice in production.
+
+redis-py's own Retry (the reference, unpatched): INCR runs twice.  Under
+patch(writes="at-most-once") on redis-py 8.2, whose cluster loop patch()
+wraps (sync and asyncio): the INCR runs once and the caller gets the
+marked TimeoutError; a GET through the same fault is retried and returns
+the value.  redis-py 8.0/8.1's cluster loop has no point to hook: there
+the policy does not reach the cluster's own retries (a documented limit),
+and the test checks that the patched cluster still works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+
+import pytest
+import redis.asyncio.cluster
+import redis.cluster
+from support import ORIGINAL_ASYNC_RETRY, ORIGINAL_RETRY, assert_stats_add_up
+from topology import HOST, RedisCluster
+
+import redis_backoff_c
+import redis_backoff_c.asyncio.retry
+import redis_backoff_c.retry
+from redis_backoff_c.backoff import ConstantBackoff
+
+pytestmark = pytest.mark.skipif(
+    redis_backoff_c.IMPLEMENTATION != "c", reason="the C types are not built"
+)
+
+CLUSTER_LOOP_HOOKED = hasattr(redis.cluster.AbstractRedisCluster, "_retry_backoff_delay")
+
+# A retry waits out the busy script, so that the topology refresh the
+# timeout asks for finds every node answering.
+RETRY_AFTER = 0.5
+
+# The key and the busy script's key share a slot (the hash tag): one node.
+KEY, BUSY_KEY = "{amo}n", "{amo}busy"
+BUSY_SECONDS = 0.3  # well under the cluster's node timeout (1 s)
+READ_TIMEOUT = 0.1
+BUSY_SCRIPT = """
+local start = redis.call('TIME')
+local began = tonumber(start[1]) * 1000000 + tonumber(start[2])
+while true do
+    local now = redis.call('TIME')
+    if tonumber(now[1]) * 1000000 + tonumber(now[2]) - began > tonumber(ARGV[1]) then
+        return 1
+    end
+end
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with RedisCluster.started() as running:
+        yield running
+
+
+@pytest.fixture
+def server(cluster):
+    """A client of the cluster, with redis-py's Retry, for what it holds."""
+    client = redis.cluster.RedisCluster(host=HOST, port=cluster.ports[0], socket_timeout=5)
+    client.delete(KEY)
+    yield client
+    client.close()
+
+
+def keep_busy(cluster):
+    """Start the busy script on the key's node (its own client, in a
+    thread); return once the script is running, and the thread."""
+    owner = redis.cluster.RedisCluster(host=HOST, port=cluster.ports[0], socket_timeout=5)
+    owner.ping(target_nodes=redis.cluster.RedisCluster.ALL_NODES)  # connected everywhere
+    started = threading.Event()
+
+    def run():
+        started.set()
+        owner.eval(BUSY_SCRIPT, 1, BUSY_KEY, int(BUSY_SECONDS * 1_000_000))
+        owner.close()
+
+    port = owner.get_node_from_key(KEY).port
+    thread = threading.Thread(target=run)
+    thread.start()
+    started.wait()
+    wait_busy(port)
+    return thread
+
+
+def wait_busy(port):
+    """Until a PING to the node at `port` gets no answer in 20 ms: the node
+    is running the script."""
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        with socket.create_connection((HOST, port), timeout=1.0) as probe:
+            probe.sendall(b"PING\r\n")
+            probe.settimeout(0.02)
+            try:
+                probe.recv(64)
+            except TimeoutError:
+                return
+        time.sleep(0.005)
+    raise AssertionError("the busy script never held the node")
+
+
+def make_client(flavor, cluster, **options):
+    options = {"host": HOST, "port": cluster.ports[0], "socket_timeout": READ_TIMEOUT, **options}
+    if flavor == "sync":
+        return redis.cluster.RedisCluster(**options)
+    return redis.asyncio.cluster.RedisCluster(**options)
+
+
+def through_fault(flavor, cluster, client, method, *args):
+    """client.method(*args) while the key's node is busy, on connections
+    made before (so the command, not a handshake, meets the fault): the
+    result, or the exception raised.  The client is closed after."""
+    everywhere = redis.cluster.RedisCluster.ALL_NODES
+    if flavor == "sync":
+        try:
+            client.ping(target_nodes=everywhere)
+            busy = keep_busy(cluster)
+            try:
+                return getattr(client, method)(*args)
+            except Exception as error:
+                return error
+            finally:
+                busy.join()
+        finally:
+            client.close()
+
+    async def main():
+        try:
+            await client.ping(target_nodes=everywhere)
+            busy = keep_busy(cluster)
+            try:
+                return await getattr(client, method)(*args)
+            except Exception as error:
+                return error
+            finally:
+                await asyncio.to_thread(busy.join)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+
+
+def report(capsys, text):
+    with capsys.disabled():
+        print(f"\n    at-most-once (cluster): {text}", end="")
+
+
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+def test_redis_py_runs_the_write_twice(flavor, cluster, server, capsys):
+    cls = ORIGINAL_RETRY if flavor == "sync" else ORIGINAL_ASYNC_RETRY
+    retry = cls(ConstantBackoff(RETRY_AFTER), 1)
+    client = make_client(flavor, cluster, retry=retry)
+    through_fault(flavor, cluster, client, "incr", KEY)
+    runs = int(server.get(KEY) or 0)
+    assert runs == 2
+    report(capsys, f"redis-py {flavor} INCR: the server ran it {runs} time(s)")
+
+
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+def test_at_most_once_runs_it_once(flavor, cluster, server, capsys):
+    stats = redis_backoff_c.RetryStats()
+    with redis_backoff_c.patched(writes="at-most-once", stats=stats):
+        client = make_client(flavor, cluster)  # the default Retry, with patch()'s extras
+        assert client.retry.writes == "at-most-once"
+        outcome = through_fault(flavor, cluster, client, "incr", KEY)
+    runs = int(server.get(KEY) or 0)
+    if CLUSTER_LOOP_HOOKED:
+        assert isinstance(outcome, redis.exceptions.TimeoutError), outcome
+        assert redis_backoff_c.may_have_run(outcome)
+        assert runs == 1
+        assert stats.give_ups_may_have_run == 1
+    else:
+        # redis-py 8.1: its loop retries as it always has; nothing breaks.
+        assert runs >= 1
+    assert_stats_add_up(stats.snapshot())
+    report(capsys, f"patch(writes='at-most-once') {flavor} INCR: the server ran it {runs} time(s)")
+
+
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+def test_at_most_once_retries_a_read(flavor, cluster, server):
+    server.set(KEY, "41")
+    stats = redis_backoff_c.RetryStats()
+    with redis_backoff_c.patched(writes="at-most-once", stats=stats):
+        module = redis_backoff_c.retry if flavor == "sync" else redis_backoff_c.asyncio.retry
+        retry = module.Retry(ConstantBackoff(RETRY_AFTER), 2, writes="at-most-once", stats=stats)
+        client = make_client(flavor, cluster, retry=retry)
+        outcome = through_fault(flavor, cluster, client, "get", KEY)
+    assert outcome == b"41"
+    if CLUSTER_LOOP_HOOKED:
+        assert stats.retries >= 1 and stats.give_ups_may_have_run == 0
+    assert_stats_add_up(stats.snapshot())
