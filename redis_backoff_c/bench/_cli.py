@@ -16,6 +16,7 @@ import time
 
 import redis_backoff_c
 from redis_backoff_c import _impl
+from redis_backoff_c._output_path import output_problem
 
 from . import _cases, _report, _timing
 from ._timing import Clock, Unavailable, measure_memory, time_interleaved
@@ -311,6 +312,12 @@ def main(argv=None):
             file=sys.stderr,
         )
         return 2
+    # The output paths are checked before any timing, so that a run of
+    # minutes does not end in a traceback at its last step.
+    problem = output_problem("--json", args.json) or output_problem("--plot", args.plot)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     if args.plot:
         try:
             import matplotlib  # noqa: F401
@@ -380,10 +387,17 @@ def main(argv=None):
     print(_report.summary(rows))
     print(_report.LEGEND)
 
-    if args.json:
-        _report.write_json(args.json, {"meta": meta, "cases": results, "rows": rows})
-        progress(f"wrote {args.json}")
-    if args.plot:
-        _report.write_plot(args.plot, rows, meta)
-        progress(f"wrote {args.plot}")
+    try:
+        if args.json:
+            _report.write_json(args.json, {"meta": meta, "cases": results, "rows": rows})
+            progress(f"wrote {args.json}")
+        if args.plot:
+            _report.write_plot(args.plot, rows, meta)
+            progress(f"wrote {args.plot}")
+    except OSError as error:  # the path went away, or a permission the check could not see
+        print(
+            f"error: cannot write {error.filename or 'the output'}: {error.strerror or error}",
+            file=sys.stderr,
+        )
+        return 2
     return 0
