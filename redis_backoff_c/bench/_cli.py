@@ -29,6 +29,14 @@ PROFILES = {
     "tiny": dict(repeats=2, min_time=0.0002, mem_objects=50, mem_repeats=1),
 }
 
+# Why the end-to-end rows are n/a on a machine without Redis (the README's
+# first command meets it on a fresh one): the row says how to get them.
+NO_REDIS_SERVER = (
+    "redis-server not on PATH (install it: apt-get install redis-server on Debian "
+    "or Ubuntu, which bash scripts/test.sh does when run as root; or pass "
+    "--redis-url redis://HOST:PORT/0)"
+)
+
 PACKAGES = ("redis", "hypothesis", "tenacity", "stamina", "backoff", "matplotlib", "uvloop")
 
 
@@ -140,7 +148,7 @@ class RedisServer:
     def __init__(self):
         exe = shutil.which("redis-server")
         if exe is None:
-            raise Unavailable("redis-server not on PATH and no --redis-url given")
+            raise Unavailable(NO_REDIS_SERVER)
         self.dir = tempfile.TemporaryDirectory(prefix="redis-backoff-c-bench-")
         for _ in range(3):
             self.port = _free_port()

@@ -8,6 +8,8 @@ it cannot run says why, and that --plot writes a PNG.
 import importlib.util
 import json
 import math
+import os
+import pathlib
 import subprocess
 import sys
 
@@ -266,6 +268,41 @@ def test_an_output_that_fails_at_the_end_is_one_line(monkeypatch, tmp_path, caps
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"error: cannot write {path}: Permission denied"
     )
+
+
+def test_without_redis_server_the_e2e_rows_say_how_to_get_them(tmp_path):
+    # A fresh machine: no redis-server on PATH, no --redis-url (issue 33).
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join(
+            d for d in path if not os.path.exists(os.path.join(d, "redis-server"))
+        ),
+    }
+    json_path = tmp_path / "e2e.json"
+    done = subprocess.run(
+        [sys.executable, "-I", "-m", "redis_backoff_c.bench", "--tiny", "--filter", "e2e/"]
+        + ["--json", str(json_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(json_path.read_text())["rows"]
+    assert [r["name"] for r in rows] == ["redis.Redis SET+GET", "redis.asyncio.Redis SET+GET"]
+    for row in rows:
+        assert row["reason"] == _cli.NO_REDIS_SERVER
+        line = next(line for line in done.stdout.splitlines() if line.startswith(row["name"]))
+        assert line.endswith(f"n/a: {_cli.NO_REDIS_SERVER}")
+    # The remedies it names are real: the option the CLI takes, the script
+    # that installs redis-server.
+    assert "--redis-url redis://" in _cli.NO_REDIS_SERVER
+    assert _cli.parse_args(["--redis-url", "redis://127.0.0.1:6379/0"]).redis_url
+    assert "apt-get install redis-server" in _cli.NO_REDIS_SERVER
+    script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "test.sh"
+    if script.exists():
+        assert "apt-get install -y -qq redis-server" in script.read_text()
 
 
 # -- the verdicts follow the design's targets (issue 24) -------------------
