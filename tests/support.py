@@ -5,6 +5,7 @@ Test modules import them from here (`from support import ...`); conftest.py
 holds only fixtures and hooks.  A helper used by two test modules is
 written here once, not in each."""
 
+import ast
 import asyncio
 import importlib
 import socket
@@ -363,3 +364,21 @@ FLAVORS = {
     "sync": Flavor("sync", "retry", ORIGINAL_RETRY, DEFAULT_ERRORS),
     "asyncio": Flavor("asyncio", "asyncio_retry", ORIGINAL_ASYNC_RETRY, ASYNC_DEFAULT_ERRORS),
 }
+
+
+def conftest_imports(source, where):
+    """Each `import conftest` or `from conftest import ...` in the Python
+    `source`, as "where:line: statement": test modules take shared helpers
+    from here, never from a conftest.py (tests/c_only/test_layers.py scans
+    the tests, test_pytest_plugin.py its sample suite)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            continue
+        if any(m == "conftest" or m.startswith("conftest.") for m in modules):
+            found.append(f"{where}:{node.lineno}: {ast.get_source_segment(source, node)}")
+    return found

@@ -47,9 +47,9 @@ JITTERED = (
 )
 ARGS = {"ConstantBackoff": (0.5,)}  # the others are built with their defaults
 
-# The project's performance targets, as the design states them
-# (DESIGN.md, "Performance targets"; the docs' performance page prints them
-# with each row's verdict).  Some depend on the CPython version:
+# The project's performance targets (docs/performance.md, "Against the
+# targets", states each with its reason; the same page prints each row's
+# verdict).  Some depend on the CPython version:
 # targets(version) gives them for any version, the names below for this one.
 # Rows at the interpreter's floor are judged against the floor, not
 # redis-py: ExponentialBackoff.compute (default source) and the jittered

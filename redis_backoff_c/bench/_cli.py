@@ -16,6 +16,7 @@ import time
 
 import redis_backoff_c
 from redis_backoff_c import _impl
+from redis_backoff_c._output_path import output_problem
 
 from . import _cases, _report, _timing
 from ._timing import Clock, Unavailable, measure_memory, time_interleaved
@@ -27,6 +28,14 @@ PROFILES = {
     # for tests/test_bench.py: every case, tiny numbers, no meaningful figure
     "tiny": dict(repeats=2, min_time=0.0002, mem_objects=50, mem_repeats=1),
 }
+
+# Why the end-to-end rows are n/a on a machine without Redis (the README's
+# first command meets it on a fresh one): the row says how to get them.
+NO_REDIS_SERVER = (
+    "redis-server not on PATH (install it: apt-get install redis-server on Debian "
+    "or Ubuntu, which bash scripts/test.sh does when run as root; or pass "
+    "--redis-url redis://HOST:PORT/0)"
+)
 
 PACKAGES = ("redis", "hypothesis", "tenacity", "stamina", "backoff", "matplotlib", "uvloop")
 
@@ -139,7 +148,7 @@ class RedisServer:
     def __init__(self):
         exe = shutil.which("redis-server")
         if exe is None:
-            raise Unavailable("redis-server not on PATH and no --redis-url given")
+            raise Unavailable(NO_REDIS_SERVER)
         self.dir = tempfile.TemporaryDirectory(prefix="redis-backoff-c-bench-")
         for _ in range(3):
             self.port = _free_port()
@@ -311,6 +320,12 @@ def main(argv=None):
             file=sys.stderr,
         )
         return 2
+    # The output paths are checked before any timing, so that a run of
+    # minutes does not end in a traceback at its last step.
+    problem = output_problem("--json", args.json) or output_problem("--plot", args.plot)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     if args.plot:
         try:
             import matplotlib  # noqa: F401
@@ -380,10 +395,17 @@ def main(argv=None):
     print(_report.summary(rows))
     print(_report.LEGEND)
 
-    if args.json:
-        _report.write_json(args.json, {"meta": meta, "cases": results, "rows": rows})
-        progress(f"wrote {args.json}")
-    if args.plot:
-        _report.write_plot(args.plot, rows, meta)
-        progress(f"wrote {args.plot}")
+    try:
+        if args.json:
+            _report.write_json(args.json, {"meta": meta, "cases": results, "rows": rows})
+            progress(f"wrote {args.json}")
+        if args.plot:
+            _report.write_plot(args.plot, rows, meta)
+            progress(f"wrote {args.plot}")
+    except OSError as error:  # the path went away, or a permission the check could not see
+        print(
+            f"error: cannot write {error.filename or 'the output'}: {error.strerror or error}",
+            file=sys.stderr,
+        )
+        return 2
     return 0

@@ -6,11 +6,11 @@ import argparse
 import inspect
 import json
 import math
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from redis_backoff_c._output_path import output_problem
 from redis_backoff_c.plan._describe import Description, describe, format_seconds
 from redis_backoff_c.plan._herd import HerdReport, simulate_herd
 from redis_backoff_c.plan._parse import PolicyError, parse_policy
@@ -290,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give a POLICY, --compare POLICIES or --redis-defaults")
     # Checked before any work, so that a run of minutes does not end in a
     # traceback at the last step.
-    problem = _output_problem("--json", args.json) or _output_problem("--plot", args.plot)
+    problem = output_problem("--json", args.json) or output_problem("--plot", args.plot)
     if problem is None and args.plot:
         problem = _plot_problem()
     if problem is not None:
@@ -309,20 +309,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-
-
-def _output_problem(option: str, path: str | None) -> str | None:
-    """Why PATH cannot be written as a file, or None."""
-    if not path:
-        return None
-    if os.path.isdir(path):
-        return f"{option} {path}: is a directory; give a file name"
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        return f"{option} {path}: no such directory: {parent}"
-    if not os.access(parent, os.W_OK):
-        return f"{option} {path}: directory not writable: {parent}"
-    return None
 
 
 def _plot_problem() -> str | None:

@@ -8,6 +8,8 @@ it cannot run says why, and that --plot writes a PNG.
 import importlib.util
 import json
 import math
+import os
+import pathlib
 import subprocess
 import sys
 
@@ -199,6 +201,108 @@ def test_plot_without_matplotlib_is_a_clear_error(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert _cli.main(["--tiny", "--plot", "x.png"]) == 2
     assert "--plot needs matplotlib" in capsys.readouterr().err
+
+
+# -- output paths are checked before any timing (issue 33) -----------------
+
+
+def _refused_at_once(done):
+    """Exit 2 with one line on stderr, and nothing timed: no progress line,
+    no table row, no traceback."""
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert done.stdout == ""  # no table, no row
+    return lines[0]
+
+
+def _bad_output_path(kind, tmp_path):
+    if kind == "missing parent":
+        return tmp_path / "no" / "such" / "dir" / "out.file"
+    if kind == "a directory":
+        return tmp_path
+    # a parent that is a regular file (root passes every permission check,
+    # so that is the unwritable parent a test can make anywhere)
+    parent = tmp_path / "a-file"
+    parent.write_text("")
+    return parent / "out.file"
+
+
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+@pytest.mark.parametrize(
+    ("kind", "problem"),
+    [
+        ("missing parent", "no such directory: {parent}"),
+        ("a directory", "is a directory; give a file name"),
+        ("parent is a file", "not a directory: {parent}"),
+    ],
+)
+def test_an_output_path_that_cannot_be_written_is_refused_before_timing(
+    option, kind, problem, tmp_path
+):
+    path = _bad_output_path(kind, tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    # Without --tiny and --quick: refused at once, it takes no time at all;
+    # a regression would run the full profile into the timeout.
+    done = subprocess.run(
+        [sys.executable, "-I", "-m", "redis_backoff_c.bench", "--no-e2e", option, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    line = _refused_at_once(done)
+    assert line == f"error: {option} {path}: " + problem.format(parent=path.parent)
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_an_output_that_fails_at_the_end_is_one_line(monkeypatch, tmp_path, capsys):
+    # The path passed the check and then could not be opened (removed
+    # meanwhile, or a permission the check could not see): one line and 2.
+    def refuse(path, payload):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(_cli._report, "write_json", refuse)
+    path = tmp_path / "out.json"
+    assert _cli.main(["--tiny", "--no-e2e", "--filter", "floor", "--json", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: cannot write {path}: Permission denied"
+    )
+
+
+def test_without_redis_server_the_e2e_rows_say_how_to_get_them(tmp_path):
+    # A fresh machine: no redis-server on PATH, no --redis-url (issue 33).
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join(
+            d for d in path if not os.path.exists(os.path.join(d, "redis-server"))
+        ),
+    }
+    json_path = tmp_path / "e2e.json"
+    done = subprocess.run(
+        [sys.executable, "-I", "-m", "redis_backoff_c.bench", "--tiny", "--filter", "e2e/"]
+        + ["--json", str(json_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(json_path.read_text())["rows"]
+    assert [r["name"] for r in rows] == ["redis.Redis SET+GET", "redis.asyncio.Redis SET+GET"]
+    for row in rows:
+        assert row["reason"] == _cli.NO_REDIS_SERVER
+        line = next(line for line in done.stdout.splitlines() if line.startswith(row["name"]))
+        assert line.endswith(f"n/a: {_cli.NO_REDIS_SERVER}")
+    # The remedies it names are real: the option the CLI takes, the script
+    # that installs redis-server.
+    assert "--redis-url redis://" in _cli.NO_REDIS_SERVER
+    assert _cli.parse_args(["--redis-url", "redis://127.0.0.1:6379/0"]).redis_url
+    assert "apt-get install redis-server" in _cli.NO_REDIS_SERVER
+    script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "test.sh"
+    if script.exists():
+        assert "apt-get install -y -qq redis-server" in script.read_text()
 
 
 # -- the verdicts follow the design's targets (issue 24) -------------------

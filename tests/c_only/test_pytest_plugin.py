@@ -9,6 +9,7 @@ plugin patches the process it runs in."""
 import os
 
 import pytest
+from support import conftest_imports
 
 import redis_backoff_c
 
@@ -16,20 +17,31 @@ pytest_plugins = ["pytester"]
 
 # A sample suite: its conftest.py binds redis-py's Retry name when pytest
 # imports it (before any test), and says whether redis_backoff_c was
-# imported by then; its tests look at what a client gets.
+# imported by then; its tests look at what a client gets.  What the conftest
+# binds, the tests read from the sample's support module, sample_support.py
+# (test modules import helpers from a support module, never from conftest).
+SAMPLE_SUPPORT = """
+# What the sample's test modules share; conftest.py sets it when pytest
+# imports the conftest, before any test module.
+BOUND_AT_CONFTEST = None  # redis-py's Retry name, as bound in conftest.py
+"""
+
 CONFTEST = """
 import sys
 
 IMPORTED_AT_CONFTEST = "redis_backoff_c" in sys.modules
 print("conftest: redis_backoff_c imported:", IMPORTED_AT_CONFTEST)
 
-from redis.retry import Retry as BOUND_AT_CONFTEST
+import sample_support
+from redis.retry import Retry
+
+sample_support.BOUND_AT_CONFTEST = Retry
 """
 
 SAMPLE = """
 import redis
 import redis.asyncio
-from conftest import BOUND_AT_CONFTEST
+import sample_support
 
 
 def describe(obj):
@@ -47,7 +59,7 @@ def test_asyncio_client():
 
 
 def test_bound_at_conftest():
-    print("bound:", BOUND_AT_CONFTEST.__module__)
+    print("bound:", sample_support.BOUND_AT_CONFTEST.__module__)
 """
 
 C_SIDE = [
@@ -70,9 +82,17 @@ needs_c = pytest.mark.skipif(
 @pytest.fixture
 def sample(pytester, monkeypatch):
     monkeypatch.delenv("REDIS_BACKOFF_C_DISABLE", raising=False)
+    pytester.makepyfile(sample_support=SAMPLE_SUPPORT)
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_sample=SAMPLE)
     return pytester
+
+
+def test_the_sample_tests_import_nothing_from_conftest():
+    # What they share, they take from sample_support.py, as ours do from
+    # tests/support.py.
+    assert conftest_imports(SAMPLE, "test_sample.py") == []
+    assert "import sample_support" in SAMPLE and "import sample_support" in CONFTEST
 
 
 def run(pytester, *args):

@@ -1,6 +1,7 @@
 """The README stays a front door (issue 24): short, with the two commands CI
-runs, and links that lead somewhere.  Reads the checkout's files beside the
-tests; skipped where they are not (an sdist without docs/)."""
+runs, and links that lead somewhere; the docs and the package send readers
+to no file outside the repository (issue 33).  Reads the checkout's files
+beside the tests; skipped where they are not (an sdist without docs/)."""
 
 import pathlib
 import re
@@ -41,3 +42,23 @@ def test_readme_links_into_the_docs_exist(readme):
     # every page the README points to is in the site's table of contents
     pages = {pathlib.Path(t).stem for t in targets}
     assert {p for p in pages if p not in index} == set()
+
+
+def test_the_docs_and_the_package_cite_no_file_outside_the_repository():
+    # The performance targets are stated in docs/performance.md; a reader
+    # sent to "DESIGN.md" (not in this repository) finds nothing (issue 33).
+    if not (ROOT / "docs" / "conf.py").exists():
+        pytest.skip("no docs/ beside the tests")
+    scanned, citing = 0, []
+    for top in ("docs", "redis_backoff_c"):
+        for path in sorted((ROOT / top).rglob("*")):
+            parts = path.relative_to(ROOT).parts
+            if not path.is_file() or "__pycache__" in parts or parts[:2] == ("docs", "_build"):
+                continue
+            scanned += 1
+            if b"DESIGN.md" in path.read_bytes():
+                citing.append(str(path.relative_to(ROOT)))
+    assert scanned > 50
+    assert citing == []
+    targets = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert "| operation | target | why there |" in targets
