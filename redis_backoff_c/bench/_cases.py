@@ -78,6 +78,10 @@ def targets(version):
         "extras_sync": 10.0,
         "extras_async": 10.0 if old else 20.0,  # budget + stats
         "extras_async_deadline": 10.0 if old else 25.0,
+        # writes="at-most-once" on the success path (it acts only on a
+        # failure), ns above the plain C Retry
+        "writes_sync": 10.0,
+        "writes_async": 10.0 if old else 20.0,
         # what patch() adds to a successful cluster command with extras (ns)
         "extras_cluster": 1000.0,
         # asyncio success from 3.12: within 8% of the least any native
@@ -458,21 +462,24 @@ def _extras(kind):
     """The opt-in extras of a timed Retry: none, budget and stats, or all three."""
     if kind == "c":
         return {}
+    if kind == "c+at-most-once":
+        return {"writes": "at-most-once"}
     extras = {"budget": redis_backoff_c.RetryBudget(10, 0.1), "stats": redis_backoff_c.RetryStats()}
     if kind == "c+deadline":
         extras["deadline"] = 10.0
     return extras
 
 
-EXTRAS_SIDES = ("c", "c+budget+stats", "c+deadline")
+EXTRAS_SIDES = ("c", "c+budget+stats", "c+deadline", "c+at-most-once")
 EXTRAS_NOTE = (
     "the same successful call on the C Retry without extras and with "
-    "budget=RetryBudget(10, 0.1) and stats=RetryStats() (and deadline=10.0): "
+    "budget=RetryBudget(10, 0.1) and stats=RetryStats() (and deadline=10.0), "
+    "or with writes='at-most-once' alone: "
     "the difference of the paired timings (the two time columns: plain C, C with extras)"
 )
 
 
-def _extras_rows(prefix, plain=EXTRAS_TARGET_NS, deadline=EXTRAS_TARGET_NS):
+def _extras_rows(prefix, plain, deadline, writes):
     return [
         Row(
             f"{prefix} + budget + stats, ns above plain C",
@@ -488,6 +495,13 @@ def _extras_rows(prefix, plain=EXTRAS_TARGET_NS, deadline=EXTRAS_TARGET_NS):
             den="c+deadline",
             target=deadline,
         ),
+        Row(
+            f"{prefix} + writes='at-most-once', ns above plain C",
+            kind="delta",
+            num="c",
+            den="c+at-most-once",
+            target=writes,
+        ),
     ]
 
 
@@ -500,7 +514,9 @@ def sync_extras_case():
         "call_with_retry/success extras",
         "sync Retry",
         {s: lambda st, s=s: side(s, st) for s in EXTRAS_SIDES},
-        _extras_rows("call_with_retry success"),
+        _extras_rows(
+            "call_with_retry success", EXTRAS_TARGET_NS, EXTRAS_TARGET_NS, TARGETS["writes_sync"]
+        ),
         note=EXTRAS_NOTE,
     )
 
@@ -575,6 +591,7 @@ def async_extras_case(session):
             "async call_with_retry success",
             TARGETS["extras_async"],
             TARGETS["extras_async_deadline"],
+            TARGETS["writes_async"],
         ),
         note=EXTRAS_NOTE + f" ({session.loop_name} event loop)",
     )
