@@ -802,7 +802,8 @@ def patch(
     dropins = _dropins()
     with _lock:
         already = _state.active
-        if not already or any(value is not None for value in extras.values()):
+        given = (deadline, budget, stats, writes)  # writes="at-least-once" is given too
+        if not already or any(value is not None for value in given):
             _state.extras = extras
             for retry in _installed_retries():
                 _set_extras(retry, extras)

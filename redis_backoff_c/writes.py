@@ -23,7 +23,7 @@ cannot have run or running it again changes nothing:
 Every other failure is raised at once, as the error it is (``except
 ConnectionError`` still catches it), after ``fail()`` ran as for any
 failure, counted in ``RetryStats.give_ups_may_have_run``, and marked:
-:func:`may_have_run` is true for it (and Python 3.11+ shows a note in its
+:func:`redis_backoff_c.may_have_run` is true for it (and Python 3.11+ shows a note in its
 traceback).  Whether it ran is not known; read back (``GET`` the counter),
 or write in a form that is safe to repeat (see docs/at-most-once.md).
 

@@ -366,3 +366,13 @@ def test_construction_methods_copies():
         repr(retry)
 
     assert_no_leak(run, calls=500, watched=[strategy, errors, retry])
+
+
+def test_at_most_once():
+    retry = Retry(backoff.NoBackoff(), 2, writes="at-most-once")
+    always = flaky(10**9)
+
+    def run():
+        assert finish(retry.call_with_retry(always, ignore_failure)) == ("raised", Conn)
+
+    assert_no_leak(run, watched=[retry, always])

@@ -11,6 +11,7 @@ import redis.exceptions
 from leakcheck import assert_no_leak, calls_raising
 from support import REDIS_PY_HAS_CHECKER, UserError
 
+import redis_backoff_c
 import redis_backoff_c.backoff as backoff
 import redis_backoff_c.retry as retry_module
 from redis_backoff_c.retry import Retry
@@ -297,3 +298,24 @@ def test_copy_pickle_eq_hash_repr(own):
         repr(retry)
 
     assert_no_leak(run, calls=400, watched=[retry, same, theirs])
+
+
+def test_at_most_once():
+    # The judge reads the failure's traceback and marks the error: a may-
+    # have-run give-up, a refusal retried, and the policy set and unset.
+    stats = redis_backoff_c.RetryStats()
+    retry = Retry(backoff.NoBackoff(), 2, writes="at-most-once", stats=stats)
+    may_have_run = failing(10**9)
+    refused = failing(1, redis.exceptions.BusyLoadingError)
+
+    def run():
+        try:
+            retry.call_with_retry(may_have_run, lambda error: None)
+        except redis.exceptions.ConnectionError as error:
+            assert redis_backoff_c.may_have_run(error)
+        refused.rewind()
+        assert retry.call_with_retry(refused, lambda error: None) == "ok"
+        retry.writes = None
+        retry.writes = "at-most-once"
+
+    assert_no_leak(run, watched=[retry, stats])

@@ -871,6 +871,8 @@ def test_plain_patch_installs_plain_retries():
         ({"deadline": 0}, ValueError, "deadline"),
         ({"budget": 10}, TypeError, "budget"),
         ({"stats": object()}, TypeError, "stats"),
+        ({"writes": "at_most_once"}, ValueError, "writes"),
+        ({"writes": 1}, TypeError, "writes"),
     ],
 )
 def test_patch_refuses_bad_extras_before_patching(kwargs, error, name):
@@ -885,3 +887,38 @@ def _closed_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def test_patch_writes_at_most_once():
+    import redis.asyncio.connection
+    import redis.connection
+
+    sync_send = vars(redis.connection.AbstractConnection)["send_packed_command"]
+    async_send = vars(redis.asyncio.connection.AbstractConnection)["send_packed_command"]
+    report = redis_backoff_c.patch(writes="at-most-once")
+    for client in (redis.Redis(), redis.asyncio.Redis()):
+        assert client.get_retry().writes == "at-most-once"
+        connection = client.connection_pool.make_connection()
+        assert connection.retry.writes == "at-most-once"  # the deep copy keeps it
+    # the check before a write on a held connection (redis_backoff_c.writes)
+    guarded = vars(redis.connection.AbstractConnection)["send_packed_command"]
+    assert guarded._redis_backoff_c_wraps is sync_send
+    async_guarded = vars(redis.asyncio.connection.AbstractConnection)["send_packed_command"]
+    assert async_guarded._redis_backoff_c_wraps is async_send
+    assert "redis.connection.AbstractConnection.send_packed_command" in report.replaced
+    # patch() given the extras again sets them; at-least-once unsets it
+    redis_backoff_c.patch(writes="at-least-once")
+    assert redis.Redis().get_retry().writes == "at-least-once"
+    assert _default(redis.client.Redis.__init__, "retry").writes == "at-least-once"
+    redis_backoff_c.unpatch()
+    assert vars(redis.connection.AbstractConnection)["send_packed_command"] is sync_send
+    assert vars(redis.asyncio.connection.AbstractConnection)["send_packed_command"] is async_send
+
+
+def test_plain_patch_leaves_the_writes_alone():
+    import redis.connection
+
+    send = vars(redis.connection.AbstractConnection)["send_packed_command"]
+    redis_backoff_c.patch()
+    assert redis.Redis().get_retry().writes == "at-least-once"
+    assert vars(redis.connection.AbstractConnection)["send_packed_command"] is send
