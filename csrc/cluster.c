@@ -3,6 +3,8 @@
 #include "extras.h"
 #include "retry_core.h"
 
+#include <stddef.h> /* offsetof */
+
 /* `retry` as a C Retry of either flavor, or NULL (no exception set). */
 static rbc_retry_object *
 c_retry(rbc_state *st, PyObject *retry)
@@ -169,4 +171,305 @@ rbc_cluster_ended(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------------- */
+/* _ClusterCommand                                                         */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *original; /* redis-py's execute_command */
+    /* asyncio: the Python wrapper that runs the hooks (it awaits); NULL
+     * for the sync method, which runs them itself with the two below. */
+    PyObject *counting;
+    PyObject *context_var; /* redis_backoff_c._cluster's command variable */
+    PyObject *on_error;    /* _cluster._command_failed(client, pending, error) */
+    vectorcallfunc vectorcall;
+} command_object;
+
+#define COMMAND(op) ((command_object *)(op))
+
+/* `client`'s retry when it is a C Retry with extras (a new reference), else
+ * NULL with no exception (a client without a readable `retry` is left to
+ * redis-py's function, which meets it). */
+static PyObject *
+counted_retry(rbc_state *st, PyObject *client)
+{
+    PyObject *retry = PyObject_GetAttr(client, st->cluster.str_retry);
+    if (retry == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    rbc_retry_object *c = c_retry(st, retry);
+    if (c == NULL || c->extras == NULL) {
+        Py_DECREF(retry);
+        return NULL;
+    }
+    return retry;
+}
+
+/* The sync command with extras, as _cluster.py's asyncio wrapper runs it:
+ * the call counted, the command in the context variable (as a tuple
+ * (retry, deadline_at), which the loop's hook makes a _Command of when an
+ * attempt fails), redis-py's function called; a success with no failure
+ * counted here, anything else handed to the Python side. */
+static PyObject *
+count_command(command_object *me, PyObject *retry, PyObject *const *args, size_t nargsf,
+              PyObject *kwnames)
+{
+    /* Held: the call may run code that clears this object. */
+    PyObject *original = Py_NewRef(me->original);
+    PyObject *var = Py_NewRef(me->context_var);
+    PyObject *on_error = Py_NewRef(me->on_error);
+    PyObject *pending = NULL, *token = NULL, *current = NULL, *result = NULL;
+    rbc_call_extras call;
+    rbc_extras_call_begin(RETRY(retry)->extras, &call); /* no code ran since it was read */
+    PyObject *deadline_at = PyFloat_FromDouble(call.deadline_at);
+    if (deadline_at == NULL) {
+        goto done;
+    }
+    pending = PyTuple_Pack(2, retry, deadline_at);
+    Py_DECREF(deadline_at);
+    if (pending == NULL || (token = PyContextVar_Set(var, pending)) == NULL) {
+        goto done;
+    }
+    result = PyObject_Vectorcall(original, args, nargsf, kwnames);
+    PyObject *error = result == NULL ? rbc_exc_fetch() : NULL;
+    if (PyContextVar_Get(var, Py_None, &current) < 0 || PyContextVar_Reset(var, token) < 0) {
+        Py_CLEAR(result);
+        Py_XDECREF(error);
+        goto done;
+    }
+    if (result != NULL) {
+        if (current == pending) {
+            rbc_extras_call_succeeded(RETRY(retry)->extras); /* the extras it has now */
+        }
+        else { /* a _Command: an attempt failed, and was retried */
+            PyObject *counted = PyObject_CallMethod(current, "succeeded", NULL);
+            if (counted == NULL) {
+                Py_CLEAR(result);
+            }
+            Py_XDECREF(counted);
+        }
+        goto done;
+    }
+    if (error == NULL) {
+        PyErr_SetString(PyExc_SystemError, "execute_command() failed without an exception");
+        goto done;
+    }
+    PyObject *failed[3] = {args[0], current, error};
+    PyObject *to_raise = PyObject_Vectorcall(on_error, failed, 3, NULL);
+    Py_DECREF(error);
+    if (to_raise != NULL) {
+        rbc_exc_restore(to_raise);
+    }
+done:
+    Py_DECREF(original);
+    Py_DECREF(var);
+    Py_DECREF(on_error);
+    Py_XDECREF(pending);
+    Py_XDECREF(token);
+    Py_XDECREF(current);
+    return result;
+}
+
+static PyObject *
+command_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    command_object *me = COMMAND(callable);
+    if (PyVectorcall_NARGS(nargsf) < 1) {
+        PyErr_SetString(PyExc_TypeError, "execute_command() needs the client as first argument");
+        return NULL;
+    }
+    /* NULL once the type has dropped its module (at shutdown): redis-py's. */
+    rbc_state *st = (rbc_state *)PyType_GetModuleState(Py_TYPE(callable));
+    if (st == NULL) {
+        PyErr_Clear();
+    }
+    PyObject *retry = st != NULL ? counted_retry(st, args[0]) : NULL;
+    if (retry != NULL && me->context_var != NULL) {
+        PyObject *result = count_command(me, retry, args, nargsf, kwnames);
+        Py_DECREF(retry);
+        return result;
+    }
+    /* Reading self.retry may have run code that cleared this object. */
+    PyObject *target = retry != NULL ? me->counting : me->original;
+    Py_XDECREF(retry);
+    if (target == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_ClusterCommand has been cleared");
+        return NULL;
+    }
+    Py_INCREF(target);
+    PyObject *result = PyObject_Vectorcall(target, args, nargsf, kwnames);
+    Py_DECREF(target);
+    return result;
+}
+
+/* _ClusterCommand(original, counting, context_var, on_error): asyncio gives
+ * `counting` (the others None), sync `context_var` and `on_error`. */
+static PyObject *
+command_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *original, *counting, *var, *on_error;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "_ClusterCommand() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "_ClusterCommand", 4, 4, &original, &counting, &var,
+                           &on_error)) {
+        return NULL;
+    }
+    int in_c = counting == Py_None;
+    if (!PyCallable_Check(original) || (in_c ? !PyContextVar_CheckExact(var) || !PyCallable_Check(on_error) : !PyCallable_Check(counting) || var != Py_None || on_error != Py_None)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_ClusterCommand(original, counting, context_var, on_error): a callable, "
+                        "and either a callable and None, None or None, a ContextVar, a callable");
+        return NULL;
+    }
+    command_object *self = (command_object *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->original = Py_NewRef(original);
+    self->counting = in_c ? NULL : Py_NewRef(counting);
+    self->context_var = in_c ? Py_NewRef(var) : NULL;
+    self->on_error = in_c ? Py_NewRef(on_error) : NULL;
+    self->vectorcall = command_vectorcall;
+    return (PyObject *)self;
+}
+
+/* A method: client.execute_command is bound as a function is. */
+static PyObject *
+command_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None) {
+        return Py_NewRef(self);
+    }
+    return PyMethod_New(self, obj);
+}
+
+static int
+command_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(COMMAND(self)->original);
+    Py_VISIT(COMMAND(self)->counting);
+    Py_VISIT(COMMAND(self)->context_var);
+    Py_VISIT(COMMAND(self)->on_error);
+    return 0;
+}
+
+static int
+command_clear(PyObject *self)
+{
+    Py_CLEAR(COMMAND(self)->original);
+    Py_CLEAR(COMMAND(self)->counting);
+    Py_CLEAR(COMMAND(self)->context_var);
+    Py_CLEAR(COMMAND(self)->on_error);
+    return 0;
+}
+
+static void
+command_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    (void)command_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+/* __wrapped__ (and _redis_backoff_c_wraps, by which patch() knows its own
+ * wrapper) is redis-py's function; __name__, __qualname__, __doc__ and
+ * __module__ are its own, as functools.wraps gives a Python wrapper. */
+static PyObject *
+command_original(PyObject *self, void *closure)
+{
+    PyObject *original = COMMAND(self)->original;
+    if (original == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "_ClusterCommand has been cleared");
+        return NULL;
+    }
+    if (closure == NULL) {
+        return Py_NewRef(original);
+    }
+    return PyObject_GetAttrString(original, (const char *)closure);
+}
+
+/* _is_coroutine_marker: inspect.iscoroutinefunction() (3.12+) is true
+ * for the asyncio method, as for the `async def` it stands for. */
+static PyObject *
+command_coroutine_marker(PyObject *self, void *closure)
+{
+    if (COMMAND(self)->counting == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "_is_coroutine_marker");
+        return NULL;
+    }
+    return rbc_import_attr("inspect", "_is_coroutine_mark");
+}
+
+static PyGetSetDef command_getset[] = {
+    {"_is_coroutine_marker", command_coroutine_marker, NULL, NULL, NULL},
+    {"__wrapped__", command_original, NULL, "redis-py's execute_command", NULL},
+    {"_redis_backoff_c_wraps", command_original, NULL, "redis-py's execute_command", NULL},
+    {"__name__", command_original, NULL, NULL, "__name__"},
+    {"__qualname__", command_original, NULL, NULL, "__qualname__"},
+    {"__doc__", command_original, NULL, NULL, "__doc__"},
+    {"__module__", command_original, NULL, NULL, "__module__"},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef command_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(command_object, vectorcall), READONLY, NULL},
+    {NULL},
+};
+
+static PyType_Slot command_slots[] = {
+    {Py_tp_new, command_new},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_descr_get, command_descr_get},
+    {Py_tp_getset, command_getset},
+    {Py_tp_members, command_members},
+    {Py_tp_traverse, command_traverse},
+    {Py_tp_clear, command_clear},
+    {Py_tp_dealloc, command_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec command_spec = {
+    .name = "redis_backoff_c._speedups._ClusterCommand",
+    .basicsize = sizeof(command_object),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
+             | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .slots = command_slots,
+};
+
+int
+rbc_cluster_init(rbc_state *st, PyObject *module)
+{
+    rbc_cluster_state *cs = &st->cluster;
+    cs->str_retry = PyUnicode_InternFromString("retry");
+    if (cs->str_retry == NULL) {
+        return -1;
+    }
+    cs->Command_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &command_spec, NULL);
+    if (cs->Command_type == NULL) {
+        return -1;
+    }
+    return PyModule_AddObjectRef(module, "_ClusterCommand", (PyObject *)cs->Command_type);
+}
+
+int
+rbc_cluster_traverse(rbc_cluster_state *cs, visitproc visit, void *arg)
+{
+    Py_VISIT(cs->Command_type);
+    return 0;
+}
+
+void
+rbc_cluster_clear(rbc_cluster_state *cs)
+{
+    Py_CLEAR(cs->Command_type);
+    Py_CLEAR(cs->str_retry);
 }

@@ -64,6 +64,17 @@ PyObject *rbc_cluster_retried(PyObject *module, PyObject *const *args, Py_ssize_
  * the last attempt's own count for the first three. */
 PyObject *rbc_cluster_ended(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* redis_backoff_c._speedups._ClusterCommand(original, counting): what
+ * patch() puts in RedisCluster.execute_command (sync and asyncio).  A
+ * method descriptor whose call reads self.retry and calls `counting` (the
+ * Python wrapper of redis_backoff_c/_cluster.py, which runs the hooks
+ * above) when it is a C Retry with extras, else `original` (redis-py's
+ * function) directly, with the same arguments: a cluster whose Retry has
+ * no extras pays one attribute read, no Python frame. */
+int rbc_cluster_init(rbc_state *st, PyObject *module);
+int rbc_cluster_traverse(rbc_cluster_state *cs, visitproc visit, void *arg);
+void rbc_cluster_clear(rbc_cluster_state *cs);
+
 /* clang-format off */
 #define RBC_CLUSTER_METHODS                                                         \
     {"_cluster_begin", rbc_cluster_begin, METH_O,                                   \

@@ -58,7 +58,8 @@ module_exec(PyObject *module)
     if (common_init(&st->common) < 0 || rbc_slots_init(&st->slots) < 0
         || rbc_random_init(st, module) < 0 || rbc_strategies_init(st, module) < 0
         || rbc_extras_init(st, module) < 0 || rbc_retry_core_init(&st->core) < 0
-        || rbc_retry_init(st, module) < 0 || rbc_async_init(st, module) < 0) {
+        || rbc_retry_init(st, module) < 0 || rbc_async_init(st, module) < 0
+        || rbc_cluster_init(st, module) < 0) {
         return -1;
     }
     return 0;
@@ -75,7 +76,8 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
         || (err = rbc_strategies_traverse(&st->strategies, visit, arg))
         || (err = rbc_extras_traverse(&st->extras, visit, arg))
         || (err = rbc_retry_core_traverse(&st->core, visit, arg))
-        || (err = rbc_async_traverse(&st->async, visit, arg))) {
+        || (err = rbc_async_traverse(&st->async, visit, arg))
+        || (err = rbc_cluster_traverse(&st->cluster, visit, arg))) {
         return err;
     }
     return 0;
@@ -85,6 +87,7 @@ static int
 module_clear(PyObject *module)
 {
     rbc_state *st = rbc_get_state(module);
+    rbc_cluster_clear(&st->cluster);
     rbc_async_clear(&st->async);
     rbc_retry_clear(&st->retry);
     rbc_retry_core_clear(&st->core);

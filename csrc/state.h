@@ -210,6 +210,15 @@ typedef struct {
     PyObject *await_error;
 } rbc_async_state;
 
+/* ---- the cluster command loop (cluster.c) ------------------------------ */
+
+typedef struct {
+    /* redis_backoff_c._speedups._ClusterCommand: what patch() puts in
+     * RedisCluster.execute_command. */
+    PyTypeObject *Command_type;
+    PyObject *str_retry; /* interned "retry" */
+} rbc_cluster_state;
+
 /* ---- shared by every concern (module.c) ---------------------------- */
 
 /* Objects that more than one concern uses: created once, in module.c. */
@@ -230,6 +239,7 @@ typedef struct rbc_state {
     rbc_retry_core_state core;
     rbc_retry_state retry;
     rbc_async_state async;
+    rbc_cluster_state cluster;
 } rbc_state;
 
 extern PyModuleDef rbc_module_def;

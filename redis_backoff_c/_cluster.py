@@ -32,7 +32,10 @@ redis-py raises after its last retry (the attempt's error, or the
 ``RedisClusterUnreachableError`` it becomes while no node is reachable).
 
 A cluster whose Retry has no extras (or is not a C Retry) runs redis-py's
-loop untouched, at the cost of one C call per command.  redis-py 8.0 and
+loop untouched: ``execute_command`` is a C method (``_ClusterCommand``)
+that reads ``self.retry`` and calls redis-py's function directly, with no
+Python frame of ours; only a C Retry with extras goes through the wrapper
+below.  redis-py 8.0 and
 8.1 have no ``_retry_backoff_delay``: their loop never sleeps and offers no
 point between attempts, so nothing is wrapped there and the cluster's own
 retries carry no extras (the connections' and pipelines' call_with_retry
@@ -60,6 +63,7 @@ from redis_backoff_c._speedups import (
     _cluster_ended,
     _cluster_failed,
     _cluster_retried,
+    _ClusterCommand,
 )
 
 __all__ = ["patch_module"]
@@ -169,12 +173,14 @@ def _raised_while_handling(error: BaseException, handled: BaseException) -> bool
     return False
 
 
-_command: contextvars.ContextVar[_Command | None] = contextvars.ContextVar(
+#: The command in progress: a _Command, or, set by the sync C method
+#: (csrc/cluster.c) and until an attempt fails, (retry, deadline_at).
+_command: contextvars.ContextVar[_Command | tuple[Any, float] | None] = contextvars.ContextVar(
     "redis_backoff_c_cluster_command", default=None
 )
 
 
-def _forget(command: _Command, token: contextvars.Token[_Command | None]) -> None:
+def _forget(command: _Command, token: contextvars.Token[Any]) -> None:
     """The command is over: the variable back to what it was, in the
     context it was set in.  A pending asyncio command whose coroutine is
     destroyed is closed from another context (the collector's), where
@@ -191,7 +197,13 @@ def _backoff_delay(original: Callable[[Any, int], float]) -> Callable[[Any, int]
 
     @functools.wraps(original)
     def retry_backoff_delay(retry: Any, failures: int) -> float:
-        command = _command.get()
+        value = _command.get()
+        if isinstance(value, tuple):
+            # The C method's command (csrc/cluster.c), at its first failure.
+            command: _Command | None = _Command(*value)
+            _command.set(command)
+        else:
+            command = value
         if command is None or command.retry is not retry:
             return original(retry, failures)
         command.retry_made()
@@ -245,42 +257,32 @@ def _give_up_metric(command: _Command, error: BaseException) -> dict[str, Any] |
     }
 
 
-# The sync and the asyncio wrapper are the same steps; the second awaits.
+def _command_failed(client: Any, pending: Any, error: BaseException) -> BaseException:
+    """The sync C method's error path (csrc/cluster.c), called after the
+    command raised `error`, with what the context variable held at its end:
+    counts the outcome and returns the exception to raise (redis-py's give-
+    up for a _GaveUp, the attempt's own error for a _MayHaveRun, else
+    `error` itself), as the asyncio wrapper below does in its handlers."""
+    if pending is None:
+        return error
+    command = pending if isinstance(pending, _Command) else _Command(*pending)
+    if not isinstance(error, _GaveUp):
+        command.ended(error, _errors_allow_retry(client))
+        return error
+    gave_up = error.__context__
+    assert gave_up is not None
+    metric = _give_up_metric(command, gave_up)
+    if metric is not None:
+        client._record_error_metric(**metric)
+    if isinstance(error, _MayHaveRun):
+        return gave_up
+    return _error_after_last_retry(client, gave_up)
 
 
-def _sync_execute(
-    execute: Callable[..., Any], retried: Callable[[Any], tuple[type, ...]]
-) -> Callable[..., Any]:
-    @functools.wraps(execute)
-    def execute_command(self: Any, *args: Any, **kwargs: Any) -> Any:
-        retry = self.retry
-        deadline_at = _cluster_begin(retry)  # None: no extras, nothing to count
-        if deadline_at is None:
-            return execute(self, *args, **kwargs)
-        command = _Command(retry, deadline_at)
-        token = _command.set(command)
-        try:
-            result = execute(self, *args, **kwargs)
-        except _GaveUp as gave_up:
-            error = gave_up.__context__
-            may_have_run = isinstance(gave_up, _MayHaveRun)
-        except BaseException as error:
-            command.ended(error, retried(self))
-            raise
-        else:
-            command.succeeded()
-            return result
-        finally:
-            _forget(command, token)
-        # Outside the handler: the error keeps the context it was raised with.
-        assert error is not None
-        metric = _give_up_metric(command, error)
-        if metric is not None:
-            self._record_error_metric(**metric)
-        raise error if may_have_run else _error_after_last_retry(self, error)
-
-    execute_command._redis_backoff_c_wraps = execute  # type: ignore[attr-defined]
-    return execute_command
+def sync_command(execute: Callable[..., Any]) -> Any:
+    """What patch() puts in redis.cluster.RedisCluster.execute_command: the
+    C method, which runs the hooks itself (see csrc/cluster.c)."""
+    return _ClusterCommand(execute, None, _command, _command_failed)
 
 
 def _async_execute(
@@ -370,10 +372,16 @@ def patch_module(
     execute = vars(cluster).get("execute_command")
     if execute is None or hasattr(execute, "_redis_backoff_c_wraps"):
         return changes
+    # In C: a cluster whose Retry has no extras goes straight to redis-py's.
+    # The asyncio one too from 3.12, where inspect.iscoroutinefunction()
+    # reads its marker; before, the `async def` wrapper (that function
+    # tells a coroutine function by its code alone).
     if module.__name__ == "redis.cluster":
-        wrapper = _sync_execute(execute, _errors_allow_retry)
+        wrapper = sync_command(execute)
     else:
         wrapper = _async_execute(execute, _errors_allow_retry)
+        if sys.version_info >= (3, 12):
+            wrapper = _ClusterCommand(execute, wrapper, None, None)
     changes.append((cluster, "execute_command", execute, wrapper))
     init = vars(cluster).get("__init__")
     if init is not None and not hasattr(init, "_redis_backoff_c_wraps"):

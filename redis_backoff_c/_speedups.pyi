@@ -5,6 +5,7 @@
 # so isinstance() holds and redis-py's own signatures, which take
 # redis.backoff.AbstractBackoff, accept these objects in a type checker too.
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from contextvars import ContextVar
 from typing import Any, Final, Literal, SupportsFloat, TypedDict, TypeVar, final
 
 import redis.asyncio.retry
@@ -261,6 +262,26 @@ def _async_caught(
 def _async_succeeded(retry: AsyncRetry, /) -> None: ...
 def _async_close_context(awaitable: Coroutine[Any, Any, Any], /) -> BaseException | None: ...
 def _async_unhandled(retry: AsyncRetry, /) -> None: ...
+
+@final
+class _ClusterCommand:
+    # What patch() puts in RedisCluster.execute_command (csrc/cluster.c).
+    __wrapped__: Callable[..., Any]
+    _redis_backoff_c_wraps: Callable[..., Any]
+    # redis-py's function's own, as functools.wraps gives them.
+    __name__: str
+    __qualname__: str
+    def __new__(
+        cls,
+        original: Callable[..., Any],
+        counting: Callable[..., Any] | None,
+        context_var: ContextVar[Any] | None,
+        on_error: Callable[[Any, Any, BaseException], BaseException] | None,
+        /,
+    ) -> Self: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __get__(self, obj: object, owner: type | None = None, /) -> Any: ...
+
 def _cluster_begin(retry: object, /) -> float | None: ...
 def _cluster_failed(retry: Retry | AsyncRetry, error: BaseException, /) -> int: ...
 def _cluster_delay(

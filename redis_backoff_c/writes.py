@@ -204,6 +204,20 @@ for _name, _reason, _when in (
     ("EXPIREAT", "the same absolute expiry again", None),
     ("PEXPIREAT", "the same absolute expiry again", None),
     ("SCRIPT|LOAD", "loads the same script, same SHA1", None),
+    # reads of the server's own state: no key, so the server's flags leave
+    # them without "readonly", yet they write nothing
+    ("INFO", "reads the server's state", None),
+    ("TIME", "reads the server's clock", None),
+    ("CONFIG|GET", "reads the configuration", None),
+    ("CLIENT|LIST", "reads the server's state", None),
+    ("CLIENT|INFO", "reads the connection's state", None),
+    ("CLIENT|GETNAME", "reads the connection's name", None),
+    ("CLIENT|ID", "reads the connection's id", None),
+    ("COMMAND", "reads the command table", None),
+    ("COMMAND|INFO", "reads the command table", None),
+    ("COMMAND|DOCS", "reads the command table", None),
+    ("COMMAND|COUNT", "reads the command table", None),
+    ("FUNCTION|LIST", "reads the loaded functions", None),
 ):
     add_safe_to_repeat(_name, _reason, _when)
 
@@ -418,13 +432,18 @@ def _sync_guard(send: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _async_guard(send: Callable[..., Any]) -> Callable[..., Any]:
+    # The stream's own state: EOF read (at_eof(): the peer closed, nothing
+    # left to read) or a reset (exception()).  redis-py's can_read() says
+    # so differently from one release to the next (8.1: True, 8.2: raises).
     @functools.wraps(send)
     async def send_packed_command(self: Any, command: Any, check_health: bool = True) -> Any:
-        if getattr(self, "is_connected", False) and _at_most_once(self):
-            try:
-                await self.can_read()
-            except (redis.exceptions.ConnectionError, OSError):
-                await self.disconnect(nowait=True)
+        reader = getattr(self, "_reader", None)
+        if (
+            reader is not None
+            and (reader.at_eof() or reader.exception() is not None)
+            and _at_most_once(self)
+        ):
+            await self.disconnect(nowait=True)  # closed by the peer: the write reconnects
         return await send(self, command, check_health)
 
     send_packed_command._redis_backoff_c_wraps = send  # type: ignore[attr-defined]

@@ -8,6 +8,9 @@ tests/integration/test_cluster_outage.py's."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import gc
+import sys
 import time
 
 import pytest
@@ -22,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 if redis_backoff_c.IMPLEMENTATION == "c":
-    from redis_backoff_c import _cluster
+    from redis_backoff_c import _cluster, _speedups
     from redis_backoff_c._speedups import (
         _cluster_begin,
         _cluster_delay,
@@ -165,7 +168,7 @@ def _delay(retry, failures):
 
 if redis_backoff_c.IMPLEMENTATION == "c":
     HOOK = _cluster._backoff_delay(_delay)
-    EXECUTE = _cluster._sync_execute(Loop.execute_command, _cluster._errors_allow_retry)
+    EXECUTE = _cluster.sync_command(Loop.execute_command)
 
 
 def run(loop):
@@ -428,7 +431,7 @@ def test_split_command_pipeline_retries_count_as_the_commands():
                         continue
                     raise
 
-    execute = _cluster._sync_execute(SplitLoop.execute_command, _cluster._errors_allow_retry)
+    execute = _cluster.sync_command(SplitLoop.execute_command)
     assert execute(SplitLoop(retry, [ConnectionError(), ConnectionError(), 5]), "MGET") == 5
     snapshot = assert_adds_up(stats, 1)
     assert (snapshot["successes"], snapshot["retries"]) == (1, 2)
@@ -481,3 +484,152 @@ def test_first_attempt_never_counted_twice_when_the_delay_does_not_convert():
         run(Loop(retry, [ConnectionError(), 1]))
     snapshot = assert_adds_up(stats, 1)
     assert (snapshot["attempts"], snapshot["failed_attempts"], snapshot["aborted"]) == (1, 1, 1)
+
+
+# --- the C method patch() installs (_ClusterCommand) ---------------------------
+
+
+class Client:
+    """A cluster client whose command loop records its calls."""
+
+    def __init__(self, retry):
+        self.retry = retry
+        self.calls = []
+
+    def execute_command(self, *args, **kwargs):
+        """Send a command (the docstring the C method shows)."""
+        self.calls.append((args, kwargs))
+        return "sent"
+
+
+def test_the_c_method_is_a_method_that_stands_for_redis_pys():
+    import inspect
+
+    method = _cluster.sync_command(Client.execute_command)
+    patched = type("Patched", (Client,), {"execute_command": method})
+    assert patched.execute_command is method
+    assert method.__wrapped__ is Client.execute_command
+    assert method._redis_backoff_c_wraps is Client.execute_command
+    assert method.__name__ == "execute_command"
+    assert method.__qualname__ == "Client.execute_command"
+    assert method.__doc__ == Client.execute_command.__doc__
+    assert inspect.signature(method) == inspect.signature(Client.execute_command)
+    client = patched(redis_backoff_c.Retry(NoBackoff(), 1))
+    assert client.execute_command("GET", "k", keys=["k"]) == "sent"
+    assert patched.execute_command(client, "SET", "k", 1) == "sent"
+    bound = client.execute_command
+    assert bound.__self__ is client and bound("PING") == "sent"
+    assert client.calls == [(("GET", "k"), {"keys": ["k"]}), (("SET", "k", 1), {}), (("PING",), {})]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="the marker inspect reads is 3.12's")
+def test_the_asyncio_c_method_is_a_coroutine_function():
+    import inspect
+
+    async def execute(self, *args):
+        return args
+
+    method = _speedups._ClusterCommand(execute, _cluster._async_execute(execute, tuple), None, None)
+    assert inspect.iscoroutinefunction(method)
+    assert not hasattr(_cluster.sync_command(execute), "_is_coroutine_marker")
+    client = Client(redis_backoff_c.asyncio.retry.Retry(NoBackoff(), 1))
+    assert asyncio.run(method(client, "GET", "k")) == ("GET", "k")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        (len,),
+        (len, None, None, None),  # neither the asyncio nor the sync form
+        (len, len, None, len),
+        (1, None, contextvars.ContextVar("v"), len),
+        (len, None, object(), len),
+    ],
+)
+def test_the_c_method_refuses_bad_arguments(args):
+    with pytest.raises(TypeError, match="_ClusterCommand"):
+        _speedups._ClusterCommand(*args)
+    with pytest.raises(TypeError, match="keyword"):
+        _speedups._ClusterCommand(len, None, contextvars.ContextVar("v"), len, x=1)
+
+
+def test_the_c_method_counts_only_a_c_retry_with_extras():
+    method = _cluster.sync_command(Client.execute_command)
+    stats = RetryStats()
+    for retry in (object(), redis_backoff_c.Retry(NoBackoff(), 1)):
+        assert method(Client(retry), "GET") == "sent"
+    assert method(Client(redis_backoff_c.Retry(NoBackoff(), 1, stats=stats)), "GET") == "sent"
+    assert_adds_up(stats, 1)
+
+    class NoRetry:
+        @property
+        def retry(self):
+            raise KeyError("retry")
+
+        execute_command = method
+
+    # No readable retry: redis-py's function runs, and meets it if it reads it.
+    with pytest.raises(AttributeError):
+        NoRetry().execute_command("GET")
+    with pytest.raises(TypeError, match="client as first argument"):
+        method()
+
+
+def test_a_retry_that_frees_the_method_while_it_is_read():
+    """Reading self.retry replaces the class attribute holding the only
+    reference to the C method (and unsets the extras): the call goes on
+    with what it holds, and counts nothing it cannot."""
+    stats = RetryStats()
+    retry = redis_backoff_c.Retry(NoBackoff(), 1, stats=stats)
+
+    class Hostile(Client):
+        @property
+        def retry(self):
+            type(self).execute_command = Client.execute_command
+            gc.collect()
+            return retry
+
+    Hostile.execute_command = _cluster.sync_command(Client.execute_command)
+    client = Hostile.__new__(Hostile)
+    client.calls = []
+    assert client.execute_command("GET") == "sent"
+    assert Hostile.execute_command is Client.execute_command
+    assert_adds_up(stats, 1)
+
+
+def test_the_c_method_leaks_nothing():
+    from leakcheck import assert_no_leak
+
+    method = _cluster.sync_command(Loop.execute_command)
+    stats = RetryStats()
+    plain = redis_backoff_c.Retry(NoBackoff(), 2)
+    counted = redis_backoff_c.Retry(NoBackoff(), 2, stats=stats, budget=RetryBudget(100, 100))
+
+    def run_all():
+        assert method(Loop(plain, [1]), "GET") == 1
+        assert method(Loop(counted, [ConnectionError(), 2]), "GET") == 2
+        with pytest.raises(KeyError):
+            method(Loop(counted, [KeyError("k")]), "GET")
+
+    assert_no_leak(run_all, watched=[method, plain, counted])
+
+
+def test_the_c_method_in_a_cycle_is_collected():
+    import weakref
+
+    class Owner:
+        pass
+
+    def make():
+        owner = Owner()
+
+        def execute(self, *args):
+            return owner  # the method reaches the owner through the closure
+
+        owner.method = _cluster.sync_command(execute)
+        return weakref.ref(owner)
+
+    alive = make()
+    gc.collect()
+    assert alive() is None

@@ -1383,6 +1383,8 @@ def test_a_judge_that_changes_the_retry(flavor, extras, judge):
         (("OBJECT ENCODING", "k"), True),
         (("OBJECT", "ENCODING", "k"), True),
         (("CONFIG SET", "maxmemory", "1"), False),
+        (("CONFIG GET", "maxmemory"), True),  # no readonly flag: on the safe list
+        (("INFO", "server"), True),
         (("INCR", "n"), False),
         (("LPUSH", "l", "x"), False),
         (("BLPOP", "l", 0), False),

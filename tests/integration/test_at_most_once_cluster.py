@@ -154,6 +154,12 @@ def report(capsys, text):
         print(f"\n    at-most-once (cluster): {text}", end="")
 
 
+@pytest.mark.skipif(
+    not CLUSTER_LOOP_HOOKED,
+    reason="redis-py 8.0/8.1's loop retries at once, without a backoff, and re-reads the "
+    "topology from the busy node: what the fault does there depends on timing (and the "
+    "policy does not reach that loop: docs/at-most-once.md)",
+)
 @pytest.mark.parametrize("flavor", ["sync", "asyncio"])
 def test_redis_py_runs_the_write_twice(flavor, cluster, server, capsys):
     cls = ORIGINAL_RETRY if flavor == "sync" else ORIGINAL_ASYNC_RETRY
@@ -170,7 +176,8 @@ def test_at_most_once_runs_it_once(flavor, cluster, server, capsys):
     stats = redis_backoff_c.RetryStats()
     with redis_backoff_c.patched(writes="at-most-once", stats=stats):
         client = make_client(flavor, cluster)  # the default Retry, with patch()'s extras
-        assert client.retry.writes == "at-most-once"
+        if CLUSTER_LOOP_HOOKED:
+            assert client.retry.writes == "at-most-once"
         outcome = through_fault(flavor, cluster, client, "incr", KEY)
     runs = int(server.get(KEY) or 0)
     if CLUSTER_LOOP_HOOKED:
@@ -180,6 +187,7 @@ def test_at_most_once_runs_it_once(flavor, cluster, server, capsys):
         assert stats.give_ups_may_have_run == 1
     else:
         # redis-py 8.1: its loop retries as it always has; nothing breaks.
+        assert isinstance(outcome, (int, redis.exceptions.RedisError)), outcome
         assert runs >= 1
     assert_stats_add_up(stats.snapshot())
     report(capsys, f"patch(writes='at-most-once') {flavor} INCR: the server ran it {runs} time(s)")
