@@ -1,7 +1,7 @@
 """writes="at-most-once" in a 6-node Redis Cluster, through a real fault: the
-node that owns the key is busy (another client's script holds it for
+node that owns the key is busy (another client's DEBUG SLEEP holds it for
 0.3 s), so the command waits behind it and the client's read times out,
-while the server still runs the command once the script ends.  This is how
+while the server still runs the command once the node wakes.  This is how
 a slow server makes a retried write run twice in production.
 
 redis-py's own Retry (the reference, unpatched): INCR runs twice.  Under
@@ -37,24 +37,13 @@ pytestmark = pytest.mark.skipif(
 
 CLUSTER_LOOP_HOOKED = hasattr(redis.cluster.AbstractRedisCluster, "_retry_backoff_delay")
 
-# A retry waits out the busy script, so that the topology refresh the
+# A retry waits out the busy node, so that the topology refresh the
 # timeout asks for finds every node answering.
 RETRY_AFTER = 0.5
 
-# The key and the busy script's key share a slot (the hash tag): one node.
-KEY, BUSY_KEY = "{amo}n", "{amo}busy"
+KEY = "{amo}n"
 BUSY_SECONDS = 0.3  # well under the cluster's node timeout (1 s)
 READ_TIMEOUT = 0.1
-BUSY_SCRIPT = """
-local start = redis.call('TIME')
-local began = tonumber(start[1]) * 1000000 + tonumber(start[2])
-while true do
-    local now = redis.call('TIME')
-    if tonumber(now[1]) * 1000000 + tonumber(now[2]) - began > tonumber(ARGV[1]) then
-        return 1
-    end
-end
-"""
 
 
 @pytest.fixture(scope="module")
@@ -73,18 +62,20 @@ def server(cluster):
 
 
 def keep_busy(cluster):
-    """Start the busy script on the key's node (its own client, in a
-    thread); return once the script is running, and the thread."""
-    owner = redis.cluster.RedisCluster(host=HOST, port=cluster.ports[0], socket_timeout=5)
-    owner.ping(target_nodes=redis.cluster.RedisCluster.ALL_NODES)  # connected everywhere
+    """Hold the key's node busy for BUSY_SECONDS (DEBUG SLEEP, from a
+    client of its own, in a thread); return once it is, and the thread."""
+    finder = redis.cluster.RedisCluster(host=HOST, port=cluster.ports[0], socket_timeout=5)
+    port = finder.get_node_from_key(KEY).port
+    finder.close()
+    owner = redis.Redis(host=HOST, port=port, socket_timeout=5)
+    owner.ping()  # connected: the DEBUG SLEEP is the next thing it sends
     started = threading.Event()
 
     def run():
         started.set()
-        owner.eval(BUSY_SCRIPT, 1, BUSY_KEY, int(BUSY_SECONDS * 1_000_000))
+        owner.execute_command("DEBUG", "SLEEP", BUSY_SECONDS)
         owner.close()
 
-    port = owner.get_node_from_key(KEY).port
     thread = threading.Thread(target=run)
     thread.start()
     started.wait()
@@ -94,7 +85,7 @@ def keep_busy(cluster):
 
 def wait_busy(port):
     """Until a PING to the node at `port` gets no answer in 20 ms: the node
-    is running the script."""
+    is asleep."""
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
         with socket.create_connection((HOST, port), timeout=1.0) as probe:
@@ -105,7 +96,7 @@ def wait_busy(port):
             except TimeoutError:
                 return
         time.sleep(0.005)
-    raise AssertionError("the busy script never held the node")
+    raise AssertionError("DEBUG SLEEP never held the node")
 
 
 def make_client(flavor, cluster, **options):

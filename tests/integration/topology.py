@@ -319,6 +319,9 @@ def _data_config(directory: Path, port: int) -> list[str]:
         # for more replicas to share one transfer.
         "repl-diskless-sync yes",
         "repl-diskless-sync-delay 0",
+        # DEBUG SLEEP from loopback: a node held busy on cue (a slow server,
+        # tests/integration/test_at_most_once_cluster.py).
+        "enable-debug-command local",
     ]
 
 
