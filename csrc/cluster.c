@@ -3,7 +3,8 @@
 #include "extras.h"
 #include "retry_core.h"
 
-#include <stddef.h> /* offsetof */
+#include <stddef.h>       /* offsetof */
+#include <structmember.h> /* PyMemberDef before 3.12 */
 
 /* `retry` as a C Retry of either flavor, or NULL (no exception set). */
 static rbc_retry_object *
@@ -190,14 +191,17 @@ typedef struct {
 #define COMMAND(op) ((command_object *)(op))
 
 /* `client`'s retry when it is a C Retry with extras (a new reference), else
- * NULL with no exception (a client without a readable `retry` is left to
- * redis-py's function, which meets it). */
+ * NULL: with no exception for another retry or none (a client without a
+ * `retry` attribute is left to redis-py's function, which meets it), with
+ * the exception its `retry` raised otherwise. */
 static PyObject *
 counted_retry(rbc_state *st, PyObject *client)
 {
     PyObject *retry = PyObject_GetAttr(client, st->cluster.str_retry);
     if (retry == NULL) {
-        PyErr_Clear();
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+        }
         return NULL;
     }
     rbc_retry_object *c = c_retry(st, retry);
@@ -235,14 +239,21 @@ count_command(command_object *me, PyObject *retry, PyObject *const *args, size_t
     }
     result = PyObject_Vectorcall(original, args, nargsf, kwnames);
     PyObject *error = result == NULL ? rbc_exc_fetch() : NULL;
-    if (PyContextVar_Get(var, Py_None, &current) < 0 || PyContextVar_Reset(var, token) < 0) {
+    /* Reset whatever the read gives: the variable must not outlive the
+     * command in the caller's context. */
+    int read = PyContextVar_Get(var, Py_None, &current);
+    int reset = PyContextVar_Reset(var, token);
+    if (read < 0 || reset < 0) {
         Py_CLEAR(result);
         Py_XDECREF(error);
         goto done;
     }
     if (result != NULL) {
-        if (current == pending) {
-            rbc_extras_call_succeeded(RETRY(retry)->extras); /* the extras it has now */
+        if (current == pending || current == Py_None || PyTuple_Check(current)) {
+            /* No attempt failed (or the variable was changed under the
+             * command): the success counted here, with the extras the
+             * Retry has now. */
+            rbc_extras_call_succeeded(RETRY(retry)->extras);
         }
         else { /* a _Command: an attempt failed, and was retried */
             PyObject *counted = PyObject_CallMethod(current, "succeeded", NULL);
@@ -260,6 +271,11 @@ count_command(command_object *me, PyObject *retry, PyObject *const *args, size_t
     PyObject *failed[3] = {args[0], current, error};
     PyObject *to_raise = PyObject_Vectorcall(on_error, failed, 3, NULL);
     Py_DECREF(error);
+    if (to_raise != NULL && !PyExceptionInstance_Check(to_raise)) {
+        PyErr_Format(PyExc_TypeError, "on_error() must return an exception, not %.200s",
+                     Py_TYPE(to_raise)->tp_name);
+        Py_CLEAR(to_raise);
+    }
     if (to_raise != NULL) {
         rbc_exc_restore(to_raise);
     }
@@ -281,13 +297,21 @@ command_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
         PyErr_SetString(PyExc_TypeError, "execute_command() needs the client as first argument");
         return NULL;
     }
-    /* NULL once the type has dropped its module (at shutdown): redis-py's. */
+    /* NULL once the type has dropped its module, or cleared, at shutdown:
+     * then redis-py's function. */
     rbc_state *st = (rbc_state *)PyType_GetModuleState(Py_TYPE(callable));
     if (st == NULL) {
         PyErr_Clear();
     }
+    else if (st->cluster.str_retry == NULL) {
+        st = NULL;
+    }
     PyObject *retry = st != NULL ? counted_retry(st, args[0]) : NULL;
-    if (retry != NULL && me->context_var != NULL) {
+    if (retry == NULL && PyErr_Occurred()) {
+        return NULL; /* the client's `retry` raised */
+    }
+    if (retry != NULL && me->context_var != NULL && me->original != NULL
+        && me->on_error != NULL) {
         PyObject *result = count_command(me, retry, args, nargsf, kwnames);
         Py_DECREF(retry);
         return result;
@@ -393,7 +417,10 @@ command_original(PyObject *self, void *closure)
     if (closure == NULL) {
         return Py_NewRef(original);
     }
-    return PyObject_GetAttrString(original, (const char *)closure);
+    Py_INCREF(original); /* held: the lookup may run code */
+    PyObject *value = PyObject_GetAttrString(original, (const char *)closure);
+    Py_DECREF(original);
+    return value;
 }
 
 /* _is_coroutine_marker: inspect.iscoroutinefunction() (3.12+) is true
@@ -441,7 +468,7 @@ static PyType_Spec command_spec = {
     .basicsize = sizeof(command_object),
     .itemsize = 0,
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
-             | Py_TPFLAGS_METHOD_DESCRIPTOR,
+             | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_IMMUTABLETYPE,
     .slots = command_slots,
 };
 

@@ -113,11 +113,12 @@ void rbc_retry_extras_clear(rbc_retry_extras **extras);
  * missing block (NULL: none set, or redis-py's Retry) has none.  1, 0,
  * -1. */
 int rbc_retry_extras_equal(const rbc_retry_extras *a, const rbc_retry_extras *b);
-/* ", deadline=..., budget=..., stats=..." for the extras that are set. */
+/* ", deadline=..., budget=..., stats=..., writes=..." for the extras that
+ * are set. */
 PyObject *rbc_retry_extras_repr(const rbc_retry_extras *extras);
 /* The pickle state's entries for the extras that are set: writes up to
- * three keys ("deadline", "budget", "stats", borrowed from module state)
- * and values (new references) and returns how many.  Taken before any is
+ * RBC_EXTRA_COUNT keys ("deadline", "budget", "stats", "writes", borrowed
+ * from module state) and values (new references) and returns how many.  Taken before any is
  * stored, since storing into a dict with a subclass's keys may run code
  * that frees the block. */
 int rbc_retry_extras_items(rbc_extras_state *es, const rbc_retry_extras *extras, PyObject **keys,

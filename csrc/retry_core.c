@@ -988,9 +988,8 @@ is_default_errors(rbc_state *st, PyObject *self)
  * supported_errors, which __new__ gives, are left out of the state: pickle
  * protocols 0-2 would store socket.timeout (builtins.TimeoutError) as
  * OSError, for Python 2. */
-/* _backoff, _retries, _supported_errors, _is_retryable and the three
- * extras. */
-#define REDUCE_ITEMS 7
+/* _backoff, _retries, _supported_errors, _is_retryable and the extras. */
+#define REDUCE_ITEMS (4 + RBC_EXTRA_COUNT)
 
 PyObject *
 rbc_retry_reduce(PyObject *self, PyObject *unused)

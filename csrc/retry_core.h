@@ -39,7 +39,7 @@
  *         rbc_exc_end_handling(prev)
  *         rbc_extras_before_retry(self->extras, &call)  0: raise error
  *
- * The opt-in extras (deadline, budget, stats: extras.h) live in these
+ * The opt-in extras (deadline, budget, stats, writes: extras.h) live in these
  * steps: the two extras hooks of the success path are inline and test one
  * pointer; catches, check_retryable and exhausted count and decide for
  * them inside; before_sleep and before_retry apply the call's deadline.
@@ -82,7 +82,7 @@ typedef struct {
     PyObject *errors_set;       /* frozenset(supported_errors), built on demand */
     PyObject *is_retryable;     /* _is_retryable: the own checker; NULL for None */
     PyObject *weakreflist;      /* weakref.ref(retry) works, as on redis-py's */
-    rbc_retry_extras *extras;   /* deadline, budget, stats: NULL when none (extras.h) */
+    rbc_retry_extras *extras;   /* deadline, budget, stats, writes: NULL when none (extras.h) */
 } rbc_retry_object;
 
 #define RETRY(op) ((rbc_retry_object *)(op))

@@ -563,17 +563,36 @@ def test_the_c_method_counts_only_a_c_retry_with_extras():
     assert_adds_up(stats, 1)
 
     class NoRetry:
+        execute_command = method
+
+        def __init__(self):
+            self.calls = []
+
+    # No retry attribute: redis-py's function runs (and meets it if it reads it).
+    assert NoRetry().execute_command("GET") == "sent"
+
+    class RaisingRetry(NoRetry):
         @property
         def retry(self):
             raise KeyError("retry")
 
-        execute_command = method
-
-    # No readable retry: redis-py's function runs, and meets it if it reads it.
-    with pytest.raises(AttributeError):
-        NoRetry().execute_command("GET")
+    # A retry that raises otherwise: raised, as redis-py's self.retry would.
+    with pytest.raises(KeyError, match="retry"):
+        RaisingRetry().execute_command("GET")
     with pytest.raises(TypeError, match="client as first argument"):
         method()
+
+
+def test_an_on_error_that_returns_no_exception():
+    import contextvars as cv
+
+    def on_error(client, pending, error):
+        return "not an exception"
+
+    method = _speedups._ClusterCommand(Loop.execute_command, None, cv.ContextVar("c"), on_error)
+    retry = redis_backoff_c.Retry(NoBackoff(), 1, stats=RetryStats())
+    with pytest.raises(TypeError, match="on_error\\(\\) must return an exception, not str"):
+        method(Loop(retry, [KeyError("k")]), "GET")
 
 
 def test_a_retry_that_frees_the_method_while_it_is_read():

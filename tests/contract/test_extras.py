@@ -1223,6 +1223,26 @@ def test_writes_in_eq_repr_copies_and_pickle(flavor, extras):
         assert twin == retry
 
 
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_pickle_of_every_field_and_every_extra(flavor, extras, protocol):
+    # The largest state a Retry has: its four fields, the errors not the
+    # default, and the four extras.
+    retry = flavor.Retry(
+        NoBackoff(),
+        1,
+        supported_errors=(ValueError,),
+        is_retryable=never,
+        deadline=1.0,
+        budget=extras.RetryBudget(10, 0.1),
+        stats=extras.RetryStats(),
+        writes="at-most-once",
+    )
+    twin = pickle.loads(pickle.dumps(retry, protocol))
+    assert twin.writes == "at-most-once" and twin.deadline == 1.0
+    assert twin.budget.max_tokens == 10 and twin.stats.calls == 0
+    assert twin._supported_errors == (ValueError,) and twin.is_retryable is never
+
+
 def test_at_most_once_raises_what_may_have_run(flavor, extras):
     # A do() that is not redis-py's says nothing of where it failed: under
     # at-most-once its failure may have run, so it is raised at once, after
