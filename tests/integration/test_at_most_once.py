@@ -270,3 +270,54 @@ def test_a_restart_between_two_writes(
             outcome = "n = 2, no error"
     assert_stats_add_up(stats.snapshot())
     report(capsys, f"{side} {flavor} {connection} restart between two INCRs: {outcome}")
+
+
+@pytest.mark.parametrize("side", SIDES)
+def test_a_blocking_pop_whose_reply_is_lost(side, proxy, server, clients, capsys):
+    # BLPOP pops: a write.  redis-py's Retry pops again, finds the list
+    # empty and returns None after its timeout: the element is gone and
+    # the caller never sees it.  The policy raises the marked error.
+    stats = stats_of(side)
+    extras = {"stats": stats} if stats is not None else {}
+    client = clients("sync", proxy.port, make_retry(side, "sync", NoBackoff(), 3, **extras))
+    assert client.run(lambda c: c.ping())
+    server.rpush("queue", "job")
+    proxy.drop_after_request(1)
+    if side == "redis-py":
+        assert client.run(lambda c: c.blpop(["queue"], timeout=1)) is None
+    else:
+        with pytest.raises(redis.ConnectionError) as raised:
+            client.run(lambda c: c.blpop(["queue"], timeout=1))
+        assert redis_backoff_c.may_have_run(raised.value)
+        assert_stats_add_up(stats.snapshot())
+    assert server.llen("queue") == 0  # popped once, either way
+    report(
+        capsys,
+        f"{side} BLPOP: popped once, the caller {'saw None' if side == 'redis-py' else 'got the marked error'}",
+    )
+
+
+@pytest.mark.parametrize("side", ["c", "py"])
+def test_pub_sub_reads_are_retried(side, proxy, server):
+    # A subscriber's connection dies: its read is retried (it wrote
+    # nothing), redis-py reconnects and subscribes again, and the next
+    # message arrives.
+    stats = stats_of(side)
+    retry = make_retry(side, "sync", ConstantBackoff(0.05), 10, stats=stats)
+    client = redis.Redis(host="127.0.0.1", port=proxy.port, retry=retry, socket_timeout=TIMEOUT)
+    pubsub = client.pubsub()
+    try:
+        pubsub.subscribe("news")
+        assert pubsub.get_message(timeout=TIMEOUT)["type"] == "subscribe"
+        proxy.close_all()
+        # The read meets EOF, is retried after the reconnect and resubscribe.
+        assert pubsub.get_message(timeout=TIMEOUT)["type"] == "subscribe"
+        server.publish("news", "hello")
+        message = pubsub.get_message(timeout=TIMEOUT)
+        assert message["type"] == "message" and message["data"] == b"hello"
+    finally:
+        pubsub.close()
+        client.close()
+    snapshot = stats.snapshot()
+    assert snapshot["give_ups_may_have_run"] == 0 and snapshot["retries"] >= 1
+    assert_stats_add_up(snapshot)
