@@ -291,10 +291,8 @@ def test_a_blocking_pop_whose_reply_is_lost(side, proxy, server, clients, capsys
         assert redis_backoff_c.may_have_run(raised.value)
         assert_stats_add_up(stats.snapshot())
     assert server.llen("queue") == 0  # popped once, either way
-    report(
-        capsys,
-        f"{side} BLPOP: popped once, the caller {'saw None' if side == 'redis-py' else 'got the marked error'}",
-    )
+    seen = "saw None" if side == "redis-py" else "got the marked error"
+    report(capsys, f"{side} BLPOP: popped once, the caller {seen}")
 
 
 @pytest.mark.parametrize("side", ["c", "py"])
