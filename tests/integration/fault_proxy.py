@@ -60,6 +60,8 @@ import threading
 import time
 from types import TracebackType
 
+import pytest
+
 __all__ = ["QUIET", "FaultProxy"]
 
 #: How long both sides of a dropped request must stay silent, after the
@@ -483,3 +485,11 @@ class FaultProxy:
     def _forget(self, link: _Link) -> None:
         with self._lock:
             self._links.discard(link)
+
+
+@pytest.fixture
+def proxy(redis_server: object) -> object:
+    """A FaultProxy in front of the test's redis-server (the redis_server
+    fixture of incr_stream), stopped after the test."""
+    with FaultProxy(redis_server.port) as running:  # type: ignore[attr-defined]
+        yield running

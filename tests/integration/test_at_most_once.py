@@ -19,7 +19,7 @@ import time
 import pytest
 import redis
 import redis.asyncio
-from fault_proxy import FaultProxy
+from fault_proxy import proxy as proxy  # the fixture
 from incr_stream import redis_server as redis_server  # the fixture
 from support import EXTRAS, ORIGINAL_ASYNC_RETRY, ORIGINAL_RETRY, assert_stats_add_up
 
@@ -30,12 +30,6 @@ TIMEOUT = 5.0
 
 # The sides: redis-py's Retry, and the policy on the C Retry and the twin.
 SIDES = ["redis-py", "c", "py"]
-
-
-@pytest.fixture
-def proxy(redis_server):
-    with FaultProxy(redis_server.port) as proxy:
-        yield proxy
 
 
 @pytest.fixture

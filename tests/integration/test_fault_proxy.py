@@ -17,16 +17,10 @@ import redis.asyncio
 import redis.asyncio.retry
 import redis.backoff
 import redis.retry
-from fault_proxy import FaultProxy
+from fault_proxy import proxy as proxy  # the fixture
 from incr_stream import redis_server as redis_server  # the fixture
 
 TIMEOUT = 5.0
-
-
-@pytest.fixture
-def proxy(redis_server):
-    with FaultProxy(redis_server.port) as proxy:
-        yield proxy
 
 
 @pytest.fixture
