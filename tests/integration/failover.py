@@ -65,12 +65,18 @@ class Tally:
 
     def summary(self) -> str:
         kinds: dict[str, int] = {}
+        messages: dict[str, int] = {}
         for error in self.errors:
             kinds[type(error).__name__] = kinds.get(type(error).__name__, 0) + 1
+            message = f"{type(error).__name__}: {error}"[:120]
+            messages[message] = messages.get(message, 0) + 1
+        # The commonest messages: a failure in CI says which path failed.
+        commonest = sorted(messages.items(), key=lambda item: -item[1])[:3]
         return (
             f"{self.label}: acknowledged {self.count}, errors {len(self.errors)} {kinds or ''}, "
             f"longest stall {self.longest_stall * 1000:.0f} ms, "
             f"failover {self.failover_seconds:.2f} s"
+            + "".join(f"\n  {count} x {message}" for message, count in commonest)
         )
 
 
