@@ -132,7 +132,8 @@ PyObject *rbc_retry_type_vectorcall(PyObject *type, PyObject *const *args, size_
  * its parameters are retry_signature's (retry_core.c). */
 #define RBC_RETRY_TEXT_SIGNATURE                                            \
     "Retry(backoff, retries, supported_errors=..., is_retryable=None, *,\n" \
-    "      deadline=None, budget=None, stats=None, writes='at-least-once')\n--\n\n"
+    "      deadline=None, budget=None, stats=None, writes='at-least-once',\n" \
+    "      on_retry=None, on_give_up=None)\n--\n\n"
 
 /* tp_init: the same parameters. */
 int rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args,
@@ -302,7 +303,7 @@ int rbc_retry_own_checker_allows(rbc_retry_object *self, PyObject *error);
  * on, 0 to re-raise the error (a give-up counted in self's stats), -1 on
  * exception. */
 int rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self,
-                                  const rbc_call_extras *call, PyObject *is_retryable,
+                                  rbc_call_extras *call, PyObject *is_retryable,
                                   PyObject *error);
 
 /* fail(error, failures) when with_failure_count is true, else fail(error),
@@ -313,7 +314,7 @@ PyObject *rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failure
 
 /* `self._retries >= 0 and failures > self._retries`: 1 when the error must
  * be raised now, else 0.  With a budget, also 1 when it refuses the retry. */
-int rbc_retry_exhausted(rbc_retry_object *self, const rbc_call_extras *call, long long failures);
+int rbc_retry_exhausted(rbc_retry_object *self, rbc_call_extras *call, long long failures);
 
 /* self._backoff.compute(failures), read now, and `delay > 0` into
  * *should_sleep.  Returns the delay (new reference) or NULL. */

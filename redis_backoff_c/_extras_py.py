@@ -624,7 +624,9 @@ class _Extras:
             def extra(retry: _Extras | None, name: str) -> Any:
                 return None if retry is None else retry._get(name)
 
-            for name in ("budget", "stats", "writes", "on_retry", "on_give_up"):
+            if extra(self, "writes") != extra(other_extras, "writes"):
+                return False
+            for name in _SHARED:
                 if extra(self, name) is not extra(other_extras, name):
                     return False
             a, b = extra(self, "deadline"), extra(other_extras, "deadline")
