@@ -432,7 +432,8 @@ after_fail(call_object *self, PyObject **value)
         goto raise; /* the sleep would reach the deadline */
     }
     if (rbc_extras_retrying(&st->extras, &retry->extras, &self->extras, error, self->failures,
-                            delay) < 0) {
+                            delay)
+        < 0) {
         goto error; /* a KeyboardInterrupt in on_retry */
     }
     if (!should_sleep) {

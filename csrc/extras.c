@@ -860,10 +860,10 @@ rbc_retry_extras_store(rbc_extras_state *es, rbc_retry_extras **extras, int whic
                        PyObject *value)
 {
     static const char *const owners[RBC_EXTRA_COUNT] = {
-        "Retry.deadline", "Retry.budget",   "Retry.stats",
-        "Retry.writes",   "Retry.on_retry", "Retry.on_give_up"};
-    static const char *const names[RBC_EXTRA_COUNT] = {"deadline", "budget",   "stats",
-                                                       "writes",   "on_retry", "on_give_up"};
+        "Retry.deadline", "Retry.budget", "Retry.stats",
+        "Retry.writes", "Retry.on_retry", "Retry.on_give_up"};
+    static const char *const names[RBC_EXTRA_COUNT] = {"deadline", "budget", "stats",
+                                                       "writes", "on_retry", "on_give_up"};
     if (rbc_refuse_delete(value, names[which]) < 0) {
         return -1;
     }
@@ -931,8 +931,8 @@ rbc_retry_extras_repr(const rbc_retry_extras *extras)
         parts[i] = Py_XNewRef(field_value(extras, i));
     }
     static const char *const formats[RBC_EXTRA_COUNT] = {
-        ", deadline=%R", ", budget=%R",   ", stats=%R",
-        ", writes=%R",   ", on_retry=%R", ", on_give_up=%R"};
+        ", deadline=%R", ", budget=%R", ", stats=%R",
+        ", writes=%R", ", on_retry=%R", ", on_give_up=%R"};
     PyObject *text = PyUnicode_FromString("");
     for (int i = 0; i < RBC_EXTRA_COUNT && text != NULL; i++) {
         if (parts[i] == NULL) {
@@ -956,8 +956,8 @@ rbc_retry_extras_items(rbc_extras_state *es, const rbc_retry_extras *extras, PyO
     if (extras == NULL) {
         return 0;
     }
-    PyObject *names[RBC_EXTRA_COUNT] = {es->str_deadline, es->str_budget,   es->str_stats,
-                                        es->str_writes,   es->str_on_retry, es->str_on_give_up};
+    PyObject *names[RBC_EXTRA_COUNT] = {es->str_deadline, es->str_budget, es->str_stats,
+                                        es->str_writes, es->str_on_retry, es->str_on_give_up};
     int count = 0;
     for (int i = 0; i < RBC_EXTRA_COUNT; i++) {
         PyObject *value = field_value(extras, i);
@@ -1174,7 +1174,12 @@ static PyStructSequence_Desc event_desc = {
 };
 
 static const char *const give_up_reason_names[RBC_GIVE_UP_COUNT] = {
-    NULL, "exhausted", "not_retryable", "deadline", "budget", "may_have_run",
+    NULL,
+    "exhausted",
+    "not_retryable",
+    "deadline",
+    "budget",
+    "may_have_run",
 };
 
 static PyObject *

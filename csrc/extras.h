@@ -59,8 +59,8 @@ struct rbc_retry_extras {
     double deadline_seconds; /* its value */
     rbc_budget_object *budget;
     rbc_stats_object *stats;
-    PyObject *writes;           /* the interned "at-most-once", or NULL: at-least-once */
-    PyObject *on_retry;         /* callables (redis_backoff_c.hooks) */
+    PyObject *writes;   /* the interned "at-most-once", or NULL: at-least-once */
+    PyObject *on_retry; /* callables (redis_backoff_c.hooks) */
     PyObject *on_give_up;
     PyObject *last_deadline_at; /* the float rbc_extras_deadline_float made last, or NULL */
 };
@@ -78,7 +78,6 @@ typedef struct {
     int counted;
     int gave_up; /* why the call gave up (an rbc_give_up), once it has */
 } rbc_call_extras;
-
 
 int rbc_extras_init(rbc_state *st, PyObject *module);
 int rbc_extras_traverse(rbc_extras_state *es, visitproc visit, void *arg);

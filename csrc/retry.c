@@ -121,7 +121,8 @@ handle_error(rbc_state *st, rbc_retry_object *self, retry_call *call, PyObject *
     status = should_sleep ? rbc_extras_before_sleep(&self->extras, &call->extras, delay) : 1;
     if (status > 0) {
         status = rbc_extras_retrying(&st->extras, &self->extras, &call->extras, error, *failures,
-                                     delay) < 0
+                                     delay)
+                         < 0
                      ? -1
                      : 1;
     }

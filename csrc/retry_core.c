@@ -269,7 +269,7 @@ retry_new_exact(const rbc_retry_flavor *fl, PyObject *type, PyObject *backoff, P
  * is installed), then the keyword-only extras. */
 static const char *const retry_parameters[] = {
     "backoff", "retries", "supported_errors", "is_retryable", "deadline",
-    "budget",  "stats",   "writes",           "on_retry",     "on_give_up"};
+    "budget", "stats", "writes", "on_retry", "on_give_up"};
 #define RETRY_PARAMETERS (4 + RBC_EXTRA_COUNT)
 /* Its text form is RBC_RETRY_TEXT_SIGNATURE (retry_core.h). */
 static const rbc_signature retry_signature = {"Retry", retry_parameters, RETRY_PARAMETERS, 4};

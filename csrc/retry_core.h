@@ -130,8 +130,8 @@ PyObject *rbc_retry_type_vectorcall(PyObject *type, PyObject *const *args, size_
                                     PyObject *kwnames);
 /* The constructor's text signature, the start of both types' docstrings;
  * its parameters are retry_signature's (retry_core.c). */
-#define RBC_RETRY_TEXT_SIGNATURE                                            \
-    "Retry(backoff, retries, supported_errors=..., is_retryable=None, *,\n" \
+#define RBC_RETRY_TEXT_SIGNATURE                                              \
+    "Retry(backoff, retries, supported_errors=..., is_retryable=None, *,\n"   \
     "      deadline=None, budget=None, stats=None, writes='at-least-once',\n" \
     "      on_retry=None, on_give_up=None)\n--\n\n"
 

@@ -421,7 +421,7 @@ def _checked_writes(owner: str, name: str, value: object) -> str | None:
     )
 
 
-def _check_hook(owner: str, name: str, value: object) -> None:
+def _check_hook(owner: str, name: str, value: Any) -> None:
     """on_retry or on_give_up: None, or a callable."""
     if value is not None and not callable(value):
         raise TypeError(
@@ -454,22 +454,24 @@ class _Extras:
 
     def _init(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         owner = "Retry"  # as the C types name themselves, subclasses too
-        backoff, retries, errors, checker, deadline, budget, stats, writes, on_retry, on_give_up = _bind(
-            owner,
-            _INIT_NAMES,
-            4,
-            args,
-            kwargs,
-            {
-                "supported_errors": self._DEFAULT_ERRORS,
-                "is_retryable": None,
-                "deadline": None,
-                "budget": None,
-                "stats": None,
-                "writes": None,
-                "on_retry": None,
-                "on_give_up": None,
-            },
+        backoff, retries, errors, checker, deadline, budget, stats, writes, on_retry, on_give_up = (
+            _bind(
+                owner,
+                _INIT_NAMES,
+                4,
+                args,
+                kwargs,
+                {
+                    "supported_errors": self._DEFAULT_ERRORS,
+                    "is_retryable": None,
+                    "deadline": None,
+                    "budget": None,
+                    "stats": None,
+                    "writes": None,
+                    "on_retry": None,
+                    "on_give_up": None,
+                },
+            )
         )
         if deadline is not None:
             _positive(owner, "deadline", deadline, True)

@@ -11,6 +11,7 @@ from typing import Any, Final, Literal, SupportsFloat, TypedDict, TypeVar, final
 import redis.asyncio.retry
 import redis.backoff
 import redis.retry
+from _typeshed import structseq
 from typing_extensions import Self, disjoint_base
 
 DEFAULT_CAP: Final = 0.512
@@ -148,8 +149,9 @@ class RetryStats:
     def __setstate__(self, state: dict[str, Any], /) -> None: ...
 
 @final
-class RetryEvent(tuple[int, BaseException, float | None, str | None]):
+class RetryEvent(structseq[Any], tuple[int, BaseException, float | None, str | None]):
     # The argument of on_retry and on_give_up (redis_backoff_c.hooks).
+    __match_args__: Final = ("attempt", "error", "delay", "reason")
     @property
     def attempt(self) -> int: ...
     @property

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 __all__ = ["REASONS", "RetryEvent"]
 
@@ -73,16 +73,16 @@ def _hook_failed(hook: object, error: BaseException) -> None:
     error goes to the log, where a program's own errors go.  The C types
     call this too (``_speedups._set_hook_reporter``)."""
     _logger.error(
-        "redis_backoff_c: the retry hook %r raised; the retry loop went on as if it had returned",
+        "redis_backoff_c: the retry hook %r raised; the loop went on as if it had returned",
         hook,
         exc_info=(type(error), error, error.__traceback__),
     )
 
 
-def _call(hook: Callable[[RetryEvent], object], event: RetryEvent) -> None:
-    """``hook(event)`` for the twin and the cluster loop, as the C loop
-    calls it: an Exception is reported and swallowed, anything else (a
-    KeyboardInterrupt) propagates."""
+def _call(hook: Callable[[Any], object], event: Any) -> None:
+    """``hook(event)`` for the twin and the cluster loop (whose events are
+    the C types' RetryEvent), as the C loop calls it: an Exception is
+    reported and swallowed, anything else (a KeyboardInterrupt) propagates."""
     try:
         hook(event)
     except Exception as error:

@@ -322,7 +322,7 @@ def test_the_table_of_buckets_stays_bounded(extras, caplog):
     swept (they are the same as fresh ones)."""
     clock = Clock()
     log = RetryLogger(rate_limit=RateLimit(burst=1, interval=1.0), clock=clock)
-    retry = extras.Retry(NoBackoff(), 0, Exception, on_give_up=log)
+    retry = extras.Retry(NoBackoff(), 0, (Exception,), on_give_up=log)
     for index in range(3000):
         run(retry, failing(1, type(f"E{index}", (CE,), {})))
         clock.now += 1.0  # each bucket is full again a second later
