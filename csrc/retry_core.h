@@ -35,15 +35,22 @@
  *         rbc_retry_exhausted(self, failures)           1: raise error
  *         delay = rbc_retry_next_delay(self, failures, &sleep)
  *         if sleep: rbc_extras_before_sleep(&self->extras, &call, delay) 0: raise error
+ *         rbc_extras_retrying(es, &self->extras, &call, error, failures, delay)  on_retry
  *         if sleep: sleep(delay) (async: asyncio.sleep awaited)
  *         rbc_exc_end_handling(prev)
  *         rbc_extras_before_retry(self->extras, &call)  0: raise error
  *
- * The opt-in extras (deadline, budget, stats, writes: extras.h) live in these
- * steps: the two extras hooks of the success path are inline and test one
- * pointer; catches, check_retryable and exhausted count and decide for
- * them inside; before_sleep and before_retry apply the call's deadline.
- * An implementation of the loop that leaves out a step loses its extras.
+ * Each "raise error" above that is a give-up (a checker, the writes policy,
+ * the retries limit, the budget, the deadline) records its reason in
+ * call.gave_up where it is counted; the loop's one re-raise then calls
+ * rbc_extras_gave_up (on_give_up) first, still handling the error.
+ *
+ * The opt-in extras (deadline, budget, stats, writes, the hooks: extras.h)
+ * live in these steps: the two extras hooks of the success path are inline
+ * and test one pointer; catches, check_retryable and exhausted count and
+ * decide for them inside; before_sleep and before_retry apply the call's
+ * deadline.  An implementation of the loop that leaves out a step loses
+ * its extras.
  *
  * Every step that fails returns -1 or NULL with the new exception set;
  * the caller ends the handling (which restores sys.exc_info()) and

@@ -235,7 +235,9 @@ def _backoff_delay(original: Callable[[Any, int], float]) -> Callable[[Any, int]
         try:
             delay = original(retry, failures)
             seconds = _cluster_delay(retry, command.deadline_at, delay if delay > 0 else None)
-            hook = retry.on_retry if seconds is not None else None
+            # As call_with_retry: on_retry once the sleep is allowed, or at
+            # once when there is none (its deadline check comes after).
+            hook = retry.on_retry if seconds is not None or not delay > 0 else None
             if hook is not None:
                 _hooks._call(hook, RetryEvent((failures, error, delay, None)))
         except BaseException:
