@@ -141,7 +141,8 @@ typedef struct {
      * with a failure under writes="at-most-once", true when the attempt may
      * have run on the server; NULL until the package sets it. */
     PyObject *writes_judge;
-    PyTypeObject *Event_type; /* RetryEvent, the hooks' argument (a struct sequence) */
+    PyTypeObject *Event_type; /* RetryEvent, the hooks' argument (a tuple subclass) */
+    PyObject *spare_event;    /* an event whose hook let it go, empty, for reuse */
     PyObject *str_on_retry;   /* interned "on_retry", "on_give_up" */
     PyObject *str_on_give_up;
     PyObject *give_up_reasons[RBC_GIVE_UP_COUNT]; /* interned, by rbc_give_up; [0] NULL */

@@ -162,7 +162,7 @@ class _Command:
         """on_give_up(event), with the error the command raises."""
         hook = self.retry.on_give_up
         if hook is not None:
-            _hooks._call(hook, RetryEvent((attempt, error, None, reason)))
+            _hooks._call(hook, RetryEvent(attempt, error, None, reason))
 
     def _raised_in_sleep(self, error: BaseException, pending: BaseException) -> bool:
         """Was `error` raised into the backoff sleep after `pending`?  The
@@ -239,7 +239,7 @@ def _backoff_delay(original: Callable[[Any, int], float]) -> Callable[[Any, int]
             # once when there is none (its deadline check comes after).
             hook = retry.on_retry if seconds is not None or not delay > 0 else None
             if hook is not None:
-                _hooks._call(hook, RetryEvent((failures, error, delay, None)))
+                _hooks._call(hook, RetryEvent(failures, error, delay, None))
         except BaseException:
             command.aborted()
             raise

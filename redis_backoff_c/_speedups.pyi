@@ -11,7 +11,6 @@ from typing import Any, Final, Literal, SupportsFloat, TypedDict, TypeVar, final
 import redis.asyncio.retry
 import redis.backoff
 import redis.retry
-from _typeshed import structseq
 from typing_extensions import Self, disjoint_base
 
 DEFAULT_CAP: Final = 0.512
@@ -149,9 +148,18 @@ class RetryStats:
     def __setstate__(self, state: dict[str, Any], /) -> None: ...
 
 @final
-class RetryEvent(structseq[Any], tuple[int, BaseException, float | None, str | None]):
+class RetryEvent(tuple[int, BaseException, float | None, str | None]):
     # The argument of on_retry and on_give_up (redis_backoff_c.hooks).
     __match_args__: Final = ("attempt", "error", "delay", "reason")
+    _fields: Final = ("attempt", "error", "delay", "reason")
+    def __new__(
+        cls,
+        attempt: int,
+        error: BaseException,
+        delay: float | None = None,
+        reason: str | None = None,
+    ) -> Self: ...
+    def __getnewargs__(self) -> tuple[int, BaseException, float | None, str | None]: ...
     @property
     def attempt(self) -> int: ...
     @property
