@@ -34,7 +34,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeGuard
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import CallbackOptions, Meter, Observation
+    from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
     from opentelemetry.util.types import AttributeValue
     from prometheus_client.metrics_core import CounterMetricFamily
 
@@ -111,6 +111,10 @@ class _Family:
     prometheus_unit: str
     description: str
     keys: tuple[tuple[str | None, str], ...]
+
+    @property
+    def by_reason(self) -> bool:
+        return self.keys[0][0] is not None
 
 
 def _plain(name: str, unit: str, description: str) -> _Family:
@@ -254,6 +258,7 @@ class RetryStatsCollector:
                 raise ValueError("stats_label 'reason' is the give-ups' own label")
         taken = ("reason", stats_label) if named else ("reason",)
         constant = _constant_labels(labels, taken)
+        self._constant, self._stats_label = constant, stats_label if named else None
         self._label_names = [*constant, *([stats_label] if named else [])]
         # The label values of each source, in self._label_names' order.
         self._label_values = [
@@ -265,7 +270,7 @@ class RetryStatsCollector:
             self._family_type(
                 family.prometheus,
                 family.description,
-                labels=[*self._label_names, *(["reason"] if family.keys[0][0] else [])],
+                labels=[*self._label_names, *(["reason"] if family.by_reason else [])],
                 unit=family.prometheus_unit,
             )
             for family in _FAMILIES
@@ -287,22 +292,23 @@ class RetryStatsCollector:
         return iter(families)
 
     def __repr__(self) -> str:
-        names = [name for name, _ in self._sources if name is not None]
-        return f"RetryStatsCollector(stats={names or 'one RetryStats'}, labels={self._label_names})"
+        names = [name for name, _ in self._sources if name is not None] or "one RetryStats"
+        return (
+            f"RetryStatsCollector(stats={names}, labels={self._constant}, "
+            f"stats_label={self._stats_label!r})"
+        )
 
 
 # --- OpenTelemetry, through redis-py's observability --------------------------
 
 
-def _redis_py_meter() -> Meter:
-    """The meter redis-py's own metrics are recorded on, as its recorder gets
-    it: the MeterProvider its observability holds, and redis-py's meter name
-    and version.  RuntimeError while its observability is not enabled."""
+def _redis_py_meter_provider() -> MeterProvider:
+    """The MeterProvider redis-py's observability records its metrics
+    through; RuntimeError while that observability is not enabled."""
     import redis
 
     try:
         from redis.observability.config import TelemetryOption
-        from redis.observability.metrics import RedisMetricsCollector
         from redis.observability.providers import get_observability_instance
     except ImportError as error:
         raise ImportError(
@@ -314,13 +320,17 @@ def _redis_py_meter() -> Meter:
     if manager is None or TelemetryOption.METRICS not in manager.config.enabled_telemetry:
         raise RuntimeError(_NOT_ENABLED)
     # redis-py's own check: a RuntimeError of its own when no MeterProvider is set.
-    provider = manager.get_meter_provider()
+    provider: MeterProvider | None = manager.get_meter_provider()
     if provider is None:
         raise RuntimeError(_NOT_ENABLED)
-    meter: Meter = provider.get_meter(
-        RedisMetricsCollector.METER_NAME, RedisMetricsCollector.METER_VERSION
-    )
-    return meter
+    return provider
+
+
+def _redis_py_meter(provider: MeterProvider) -> Meter:
+    """The meter redis-py's recorder records on: its name and version."""
+    from redis.observability.metrics import RedisMetricsCollector
+
+    return provider.get_meter(RedisMetricsCollector.METER_NAME, RedisMetricsCollector.METER_VERSION)
 
 
 def _redis_py_base_attributes() -> dict[str, AttributeValue]:
@@ -416,16 +426,20 @@ class _MeterInstruments:
                 self._registrations.remove(registration)
 
 
-# One _MeterInstruments per meter (by identity; the meter is kept alive with it).
-_meters: dict[int, tuple[Meter, _MeterInstruments]] = {}
+# One _MeterInstruments per MeterProvider (by identity, the provider kept
+# alive with it).  By provider, not by meter: the API's stand-in provider (the
+# global one before the program sets it) gives a new stand-in meter at each
+# get_meter(), all of them the same SDK meter once it is set.
+_meters: dict[int, tuple[MeterProvider, _MeterInstruments]] = {}
 _meters_lock = threading.Lock()
 
 
-def _instruments_of(meter: Meter) -> _MeterInstruments:
+def _instruments_of(provider: MeterProvider) -> _MeterInstruments:
     with _meters_lock:
-        entry = _meters.get(id(meter))
+        entry = _meters.get(id(provider))
         if entry is None:
-            entry = _meters[id(meter)] = (meter, _MeterInstruments(meter))
+            entry = (provider, _MeterInstruments(_redis_py_meter(provider)))
+            _meters[id(provider)] = entry
         return entry[1]
 
 
@@ -511,10 +525,10 @@ def register_otel_metrics(
     for own in (OTEL_REASON, *([stats_attribute] if named else [])):
         if own in extra:
             raise ValueError(f"the attribute {own!r} is the exporter's own: pick another name")
-    meter = _redis_py_meter()
+    provider = _redis_py_meter_provider()
     base = {**_redis_py_base_attributes(), **extra}
     registration = OTelRetryMetrics(
-        _instruments_of(meter),
+        _instruments_of(provider),
         tuple(
             ({**base, stats_attribute: name} if name is not None else base, value)
             for name, value in sources

@@ -627,6 +627,40 @@ def test_a_redis_py_without_observability_gets_an_import_error_naming_it():
     assert "RetryStatsCollector" in out
 
 
+def test_registrations_made_before_the_meter_provider_is_set_all_report():
+    # redis-py accepts observability enabled before the global MeterProvider
+    # is set (OpenTelemetry's stand-in provider is not its NoOp one): each
+    # get_meter() is then a new stand-in meter, and once the provider is set
+    # the instruments made on each are the same SDK instruments, which keep
+    # only the first callbacks.  Both registrations must still report.
+    out = run_without(
+        [],
+        """
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from redis.observability import OTelConfig, get_observability_instance
+        from redis_backoff_c import NoBackoff, Retry, RetryStats
+        from redis_backoff_c.metrics import register_otel_metrics
+
+        get_observability_instance().init(OTelConfig())
+        first, second = RetryStats(), RetryStats()
+        register_otel_metrics(first, attributes={"which": "first"})
+        register_otel_metrics(second, attributes={"which": "second"})
+        reader = InMemoryMetricReader()
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        Retry(NoBackoff(), 1, stats=second).call_with_retry(lambda: 1, lambda error: None)
+        for resource in reader.get_metrics_data().resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == "redis.client.retry.calls":
+                        for point in metric.data.data_points:
+                            print(point.attributes["which"], point.value)
+        """,
+    )
+    assert sorted(out.split("\n")) == ["", "first 0", "second 1"]
+
+
 def test_the_module_names_what_it_exports():
     assert set(metrics.__all__) <= set(dir(metrics))
     assert metrics.GIVE_UP_REASONS == tuple(REASONS)
