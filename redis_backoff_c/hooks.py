@@ -1,5 +1,5 @@
 """``on_retry`` and ``on_give_up``: a callable the retry loop calls with a
-:class:`RetryEvent` for each retry it is about to make and for each call
+:class:`~redis_backoff_c.RetryEvent` for each retry it is about to make and for each call
 that gives up.
 
 Both ``Retry`` types take them as keyword arguments, as attributes, and
@@ -45,7 +45,7 @@ from typing import Any, Final, NamedTuple
 
 __all__ = ["REASONS", "RetryEvent"]
 
-#: ``on_give_up``'s reasons, as :class:`RetryStats` counts them
+#: ``on_give_up``'s reasons, as :class:`~redis_backoff_c.RetryStats` counts them
 #: (``give_ups_<reason>``): the retries limit was reached; a checker said
 #: the error is not retryable; the call's deadline; the budget refused the
 #: retry; under ``writes="at-most-once"``, the attempt may have run.
