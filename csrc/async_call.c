@@ -1110,6 +1110,7 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
     self->failures = 0;
     self->extras.deadline_at = 0.0;
     self->extras.counted = 0;
+    self->extras.gave_up = RBC_GIVE_UP_NONE;
     self->phase = CALL_CREATED;
     self->running = 0;
     self->finalized = 0;

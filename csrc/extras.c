@@ -1166,18 +1166,27 @@ static const char *const event_field_names[EVENT_FIELDS] = {"attempt", "error", 
 static const rbc_signature event_signature = {"RetryEvent", event_field_names, EVENT_FIELDS,
                                               EVENT_FIELDS};
 
-/* A new event holding `items` (borrowed; the event takes its references). */
+/* `event` (allocated, its items empty) holding `items` (borrowed; the
+ * event takes its references). */
+static PyObject *
+event_fill(PyObject *event, PyObject *const *items)
+{
+    for (int i = 0; i < EVENT_FIELDS; i++) {
+        PyTuple_SET_ITEM(event, i, Py_NewRef(items[i]));
+    }
+#if PY_VERSION_HEX >= 0x030E0000
+    /* From 3.14 a tuple caches its hash: not computed yet. */
+    ((PyTupleObject *)event)->ob_hash = -1;
+#endif
+    return event;
+}
+
+/* A new event holding `items`. */
 static PyObject *
 event_of(PyTypeObject *type, PyObject *const *items)
 {
     PyObject *event = type->tp_alloc(type, EVENT_FIELDS);
-    if (event == NULL) {
-        return NULL;
-    }
-    for (int i = 0; i < EVENT_FIELDS; i++) {
-        PyTuple_SET_ITEM(event, i, Py_NewRef(items[i]));
-    }
-    return event;
+    return event == NULL ? NULL : event_fill(event, items);
 }
 
 /* RetryEvent(attempt, error, delay=None, reason=None), as the twin's. */
@@ -1330,6 +1339,10 @@ static PyObject *
 make_event(rbc_extras_state *es, long long attempt, PyObject *error, PyObject *delay,
            PyObject *reason)
 {
+    if (es->Event_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "redis_backoff_c was cleared");
+        return NULL;
+    }
     PyObject *number = PyLong_FromLongLong(attempt);
     if (number == NULL) {
         return NULL;
@@ -1341,9 +1354,8 @@ make_event(rbc_extras_state *es, long long attempt, PyObject *error, PyObject *d
     }
     else {
         es->spare_event = NULL;
-        for (int i = 0; i < EVENT_FIELDS; i++) {
-            PyTuple_SET_ITEM(event, i, Py_NewRef(items[i]));
-        }
+        Py_INCREF(Py_TYPE(event)); /* the reference a live event holds */
+        event_fill(event, items);
         PyObject_GC_Track(event);
     }
     Py_DECREF(number);
@@ -1354,12 +1366,19 @@ make_event(rbc_extras_state *es, long long attempt, PyObject *error, PyObject *d
  * memory reused by the next call's (an allocation and a free saved on
  * each retry, a third of an event's cost).  Its items are dropped first,
  * which runs no Python code: the loop still holds the error and the
- * delay, the reason is interned, the attempt an int.  Untracked while it
- * waits, so that no one reaches its empty items through the collector. */
+ * delay, the reason is interned, the attempt an int.  While it waits it
+ * holds no reference, not even to its type, and is untracked (as the
+ * asyncio awaitables' free list), so that no one reaches its empty items
+ * through the collector and the module's cycle stays collectable.  Not
+ * without the GIL, where two threads could take the same spare. */
 static void
 drop_event(rbc_extras_state *es, PyObject *event)
 {
-    if (Py_REFCNT(event) != 1 || es->spare_event != NULL || !Py_IS_TYPE(event, es->Event_type)) {
+#ifdef Py_GIL_DISABLED
+    Py_DECREF(event);
+#else
+    if (Py_REFCNT(event) != 1 || es->spare_event != NULL || es->Event_type == NULL
+        || !Py_IS_TYPE(event, es->Event_type)) {
         Py_DECREF(event);
         return;
     }
@@ -1367,12 +1386,16 @@ drop_event(rbc_extras_state *es, PyObject *event)
     for (int i = 0; i < EVENT_FIELDS; i++) {
         Py_CLEAR(((PyTupleObject *)event)->ob_item[i]);
     }
+    Py_DECREF(Py_TYPE(event)); /* the module's Event_type holds it */
     es->spare_event = event;
+#endif
 }
 
 /* The hook raised `raised` (an Exception, consumed): to the reporter,
- * which logs it; if that fails too, to sys.unraisablehook. */
-static void
+ * which logs it; if that fails with an Exception too, to
+ * sys.unraisablehook.  0, or -1 when the reporter raised another
+ * BaseException (KeyboardInterrupt), left set. */
+static int
 report_hook_error(rbc_extras_state *es, PyObject *hook, PyObject *raised)
 {
     PyObject *reporter = Py_XNewRef(es->hook_reporter);
@@ -1386,10 +1409,15 @@ report_hook_error(rbc_extras_state *es, PyObject *hook, PyObject *raised)
         rbc_exc_restore(Py_NewRef(raised));
     }
     Py_DECREF(raised);
-    if (result == NULL) {
-        PyErr_WriteUnraisable(hook);
+    if (result != NULL) {
+        Py_DECREF(result);
+        return 0;
     }
-    Py_XDECREF(result);
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+        return -1;
+    }
+    PyErr_WriteUnraisable(hook);
+    return 0;
 }
 
 /* hook(event), both owned by the caller: 0, or -1 with a BaseException
@@ -1408,11 +1436,10 @@ call_hook(rbc_extras_state *es, PyObject *hook, PyObject *event, PyObject *error
         return -1;
     }
     if (PyErr_GivenExceptionMatches(raised, PyExc_Exception)) {
-        report_hook_error(es, hook, raised);
-        return 0;
+        return report_hook_error(es, hook, raised);
     }
     PyObject *context = PyException_GetContext(raised);
-    if (context == NULL) {
+    if (context == NULL && raised != error) {
         PyException_SetContext(raised, Py_NewRef(error));
     }
     Py_XDECREF(context);
@@ -1537,7 +1564,6 @@ rbc_extras_traverse(rbc_extras_state *es, visitproc visit, void *arg)
     Py_VISIT(es->Stats_type);
     Py_VISIT(es->writes_judge);
     Py_VISIT(es->Event_type);
-    Py_VISIT(es->spare_event);
     Py_VISIT(es->hook_reporter);
     return 0;
 }
@@ -1558,7 +1584,14 @@ rbc_extras_clear(rbc_extras_state *es)
     Py_CLEAR(es->str_at_least_once);
     Py_CLEAR(es->str_at_most_once);
     Py_CLEAR(es->writes_judge);
-    Py_CLEAR(es->spare_event);
+    PyObject *spare = es->spare_event;
+    es->spare_event = NULL;
+    if (spare != NULL) {
+        /* Its reference to its type back (still held here), then freed as
+         * any event: its dealloc runs no Python code. */
+        Py_INCREF(Py_TYPE(spare));
+        Py_DECREF(spare);
+    }
     Py_CLEAR(es->Event_type);
     Py_CLEAR(es->hook_reporter);
     Py_CLEAR(es->str_on_retry);

@@ -1489,6 +1489,53 @@ def test_a_retry_and_an_exhausted_give_up_call_the_hooks(flavor, extras):
     assert tuple(event) == (event.attempt, event.error, event.delay, event.reason)
 
 
+def test_an_unhandled_error_after_a_retry_is_no_give_up(flavor, extras):
+    """A call that retried once, then met an error it does not catch: no
+    give-up (on either asyncio design, whose caught path starts the call
+    with nothing recorded)."""
+    events, on_retry, on_give_up = recording_hooks()
+    retry = flavor.Retry(NoBackoff(), 3, on_retry=on_retry, on_give_up=on_give_up)
+    for error in (KeyError("not supported"), ValueError("nor this")):
+        with pytest.raises(type(error)):
+            flavor.call(retry, failing([CE("first"), error]))
+    assert summary(events) == [("retry", 1, 0, None)] * 2
+
+
+def test_the_events_hash_as_their_tuples(flavor, extras):
+    """Equal to the tuple of their fields, and hashed as it (a tuple caches
+    its hash from 3.14: an event made, or reused, must not carry one)."""
+    kept, seen = [], []
+    retry = flavor.Retry(
+        NoBackoff(),
+        3,
+        on_retry=kept.append,
+        on_give_up=lambda event: seen.append((hash(event), hash(tuple(event)), tuple(event))),
+    )
+    for _ in range(3):
+        with pytest.raises(CE):
+            flavor.call(retry, always_failing())
+    for event in kept:
+        assert event == tuple(event) and hash(event) == hash(tuple(event))
+    assert len(seen) == 3 and all(a == b for a, b, _ in seen)
+    assert [t[0] for _, _, t in seen] == [4, 4, 4]
+
+
+def test_a_hook_that_raises_the_error_it_was_given(flavor, extras):
+    """A BaseException retried (in supported_errors) and raised again by
+    on_retry: the call ends with it, never its own context."""
+
+    class Stop(BaseException):
+        pass
+
+    def raise_it(event):
+        raise event.error
+
+    retry = flavor.Retry(NoBackoff(), 3, supported_errors=(Stop,), on_retry=raise_it)
+    with pytest.raises(Stop) as raised:
+        flavor.call(retry, failing([Stop()]))
+    assert raised.value.__context__ is not raised.value
+
+
 def test_a_success_and_an_unhandled_error_call_neither_hook(flavor, extras):
     events, on_retry, on_give_up = recording_hooks()
     retry = flavor.Retry(NoBackoff(), 3, on_retry=on_retry, on_give_up=on_give_up)
