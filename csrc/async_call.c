@@ -261,10 +261,24 @@ enter_do(call_object *self, PyObject **value)
     return await_first(self, awaitable, value);
 }
 
-/* Re-raise `error` (consumed) as the end of the coroutine. */
+/* Re-raise `error` (consumed) as the end of the coroutine, after
+ * on_give_up when the call gave up (see rbc_extras_gave_up: a
+ * KeyboardInterrupt the hook raises is raised instead). */
 static PySendResult
 raise_error(call_object *self, PyObject *error)
 {
+    rbc_state *st = self->extras.gave_up != RBC_GIVE_UP_NONE ? call_state_alive(self) : NULL;
+    if (st != NULL) {
+        PyObject *previous = rbc_exc_begin_handling(error);
+        int status = rbc_extras_gave_up(&st->extras, &RETRY(self->retry)->extras, &self->extras,
+                                        error, self->failures);
+        rbc_exc_end_handling(previous);
+        if (status < 0) {
+            Py_DECREF(error);
+            finish(self);
+            return PYGEN_ERROR;
+        }
+    }
     rbc_exc_restore(error);
     finish(self);
     return PYGEN_ERROR;
@@ -345,7 +359,7 @@ after_rejected_fail(call_object *self)
 {
     PyObject *error = self->error;
     self->error = NULL;
-    rbc_extras_gave_up_not_retryable(call_extras(self));
+    rbc_extras_gave_up_not_retryable(call_extras(self), &self->extras);
     return raise_error(self, error);
 }
 
@@ -410,17 +424,22 @@ after_fail(call_object *self, PyObject **value)
     if (delay == NULL) {
         goto error;
     }
-    if (!should_sleep) {
-        Py_DECREF(delay);
-        rbc_exc_end_handling(previous);
-        return retry_do(self, value);
-    }
-    int allowed = rbc_extras_before_sleep(&retry->extras, &self->extras, delay);
+    int allowed = should_sleep ? rbc_extras_before_sleep(&retry->extras, &self->extras, delay) : 1;
     if (allowed < 0) {
         goto error;
     }
     if (allowed == 0) {
         goto raise; /* the sleep would reach the deadline */
+    }
+    if (rbc_extras_retrying(&st->extras, &retry->extras, &self->extras, error, self->failures,
+                            delay)
+        < 0) {
+        goto error; /* a KeyboardInterrupt in on_retry */
+    }
+    if (!should_sleep) {
+        Py_DECREF(delay);
+        rbc_exc_end_handling(previous);
+        return retry_do(self, value);
     }
     self->sleep_started = rbc_extras_sleep_started(call_extras(self));
     PySendResult outcome = enter_sleep(self, st, delay, value); /* consumes delay */
@@ -1091,6 +1110,7 @@ rbc_async_call_new(rbc_state *st, PyObject *retry, PyObject *do_, PyObject *fail
     self->failures = 0;
     self->extras.deadline_at = 0.0;
     self->extras.counted = 0;
+    self->extras.gave_up = RBC_GIVE_UP_NONE;
     self->phase = CALL_CREATED;
     self->running = 0;
     self->finalized = 0;

@@ -65,6 +65,7 @@ started_call(PyObject *started, rbc_call_extras *call)
 {
     call->deadline_at = 0.0;
     call->counted = started != Py_None;
+    call->gave_up = RBC_GIVE_UP_NONE;
     if (started == Py_None || started == Py_True) {
         return 0;
     }

@@ -71,7 +71,7 @@ rbc_cluster_failed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     rbc_extras_attempt_failed(self->extras, 1);
-    rbc_call_extras call = {0.0, 1}; /* counted: _cluster_begin saw extras */
+    rbc_call_extras call = {0.0, 1, RBC_GIVE_UP_NONE}; /* counted: _cluster_begin saw extras */
     int may_have_run = rbc_extras_may_have_run(&rbc_get_state(module)->extras, &self->extras,
                                                &call, args[1]);
     if (may_have_run < 0) {
@@ -81,7 +81,7 @@ rbc_cluster_failed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return PyLong_FromLong(RBC_CLUSTER_GIVE_UP_MAY_HAVE_RUN);
     }
     /* The block is read after the judge, which may have changed it. */
-    int refused = rbc_extras_refuse_retry(self->extras, 0);
+    int refused = rbc_extras_refuse_retry(self->extras, &call, 0);
     return PyLong_FromLong(refused ? RBC_CLUSTER_GIVE_UP_BUDGET : RBC_CLUSTER_GO_ON);
 }
 
@@ -93,7 +93,7 @@ rbc_cluster_delay(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (self == NULL) {
         return NULL;
     }
-    rbc_call_extras call = {0.0, 1}; /* counted: _cluster_begin saw extras */
+    rbc_call_extras call = {0.0, 1, RBC_GIVE_UP_NONE}; /* counted: _cluster_begin saw extras */
     call.deadline_at = seconds_arg(args[1], "_cluster_delay", "deadline_at");
     if (call.deadline_at == -1.0 && PyErr_Occurred()) {
         return NULL;
@@ -131,7 +131,7 @@ rbc_cluster_retried(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     /* The deadline was checked before the sleep (_cluster_delay). */
-    rbc_call_extras no_deadline = {0.0, 1};
+    rbc_call_extras no_deadline = {0.0, 1, RBC_GIVE_UP_NONE};
     rbc_extras_before_retry(self->extras, &no_deadline);
     rbc_extras_add_slept(self->extras, slept);
     Py_RETURN_NONE;
@@ -149,19 +149,20 @@ rbc_cluster_ended(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (outcome == -1 && PyErr_Occurred()) {
         return NULL;
     }
+    rbc_call_extras call = {0.0, 1, RBC_GIVE_UP_NONE}; /* counted: _cluster_begin saw extras */
     switch (outcome) {
     case RBC_CLUSTER_SUCCEEDED:
         rbc_extras_call_succeeded(self->extras);
         break;
     case RBC_CLUSTER_EXHAUSTED:
         rbc_extras_attempt_failed(self->extras, 1);
-        rbc_extras_refuse_retry(self->extras, 1);
+        rbc_extras_refuse_retry(self->extras, &call, 1);
         break;
     case RBC_CLUSTER_UNHANDLED:
         rbc_extras_attempt_failed(self->extras, 0);
         break;
     case RBC_CLUSTER_NOT_RETRYABLE:
-        rbc_extras_gave_up_not_retryable(self->extras);
+        rbc_extras_gave_up_not_retryable(self->extras, &call);
         break;
     case RBC_CLUSTER_ABORTED:
         rbc_extras_call_aborted(self->extras);

@@ -1,5 +1,6 @@
-/* The opt-in extras of Retry: RetryBudget, RetryStats, the deadline, and
- * the hooks call_with_retry runs for them.  See extras.h. */
+/* The opt-in extras of Retry: RetryBudget, RetryStats, the deadline, the
+ * writes policy, on_retry and on_give_up (and RetryEvent, their argument),
+ * and the hooks call_with_retry runs for them.  See extras.h. */
 #include "extras.h"
 #include "args.h"
 
@@ -598,6 +599,10 @@ field_of(rbc_retry_extras *extras, int which)
         return (PyObject **)&extras->budget;
     case RBC_EXTRA_WRITES:
         return &extras->writes;
+    case RBC_EXTRA_ON_RETRY:
+        return &extras->on_retry;
+    case RBC_EXTRA_ON_GIVE_UP:
+        return &extras->on_give_up;
     default:
         return (PyObject **)&extras->stats;
     }
@@ -627,12 +632,17 @@ static void
 drop_if_empty(rbc_retry_extras **extras)
 {
     rbc_retry_extras *block = *extras;
-    if (block != NULL && block->deadline == NULL && block->budget == NULL
-        && block->stats == NULL && block->writes == NULL) {
-        *extras = NULL;
-        Py_XDECREF(block->last_deadline_at); /* a float: runs no code */
-        PyMem_Free(block);
+    if (block == NULL) {
+        return;
     }
+    for (int i = 0; i < RBC_EXTRA_COUNT; i++) {
+        if (field_value(block, i) != NULL) {
+            return;
+        }
+    }
+    *extras = NULL;
+    Py_XDECREF(block->last_deadline_at); /* a float: runs no code */
+    PyMem_Free(block);
 }
 
 void
@@ -648,6 +658,8 @@ rbc_retry_extras_clear(rbc_retry_extras **extras)
     Py_XDECREF(block->budget);
     Py_XDECREF(block->stats);
     Py_XDECREF(block->writes);
+    Py_XDECREF(block->on_retry);
+    Py_XDECREF(block->on_give_up);
     Py_XDECREF(block->last_deadline_at);
     PyMem_Free(block);
 }
@@ -659,6 +671,8 @@ rbc_retry_extras_traverse(const rbc_retry_extras *extras, visitproc visit, void 
         Py_VISIT(extras->deadline);
         Py_VISIT(extras->budget);
         Py_VISIT(extras->stats);
+        Py_VISIT(extras->on_retry);
+        Py_VISIT(extras->on_give_up);
     }
     return 0;
 }
@@ -678,6 +692,8 @@ rbc_retry_extras_copy(rbc_retry_extras **to, const rbc_retry_extras *from)
     copy->budget = (rbc_budget_object *)Py_XNewRef((PyObject *)from->budget);
     copy->stats = (rbc_stats_object *)Py_XNewRef((PyObject *)from->stats);
     copy->writes = Py_XNewRef(from->writes);
+    copy->on_retry = Py_XNewRef(from->on_retry);
+    copy->on_give_up = Py_XNewRef(from->on_give_up);
     return 0;
 }
 
@@ -718,7 +734,20 @@ check_shared(const char *owner, const char *name, PyObject *value, PyTypeObject 
     return -1;
 }
 
-/* The checked budget or stats `value` (None: unset) into the block. */
+/* on_retry or on_give_up: None, or a callable; TypeError naming the
+ * parameter otherwise. */
+static int
+check_hook(const char *owner, const char *name, PyObject *value)
+{
+    if (value == Py_None || PyCallable_Check(value)) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s() argument '%s' must be callable or None, not %.200s",
+                 owner, name, Py_TYPE(value)->tp_name);
+    return -1;
+}
+
+/* The checked budget, stats or hook `value` (None: unset) into the block. */
 static int
 store_shared(rbc_retry_extras **extras, int which, PyObject *value)
 {
@@ -791,20 +820,26 @@ store_writes(rbc_retry_extras **extras, PyObject *policy)
 
 int
 rbc_retry_extras_set(rbc_extras_state *es, const char *owner, rbc_retry_extras **extras,
-                     PyObject *deadline, PyObject *budget, PyObject *stats, PyObject *writes)
+                     PyObject *const values[RBC_EXTRA_COUNT])
 {
     double seconds = 0.0;
     PyObject *policy = NULL;
-    /* All four checked before any is set; the deadline converted once. */
+    PyObject *deadline = values[RBC_EXTRA_DEADLINE];
+    /* All checked before any is set; the deadline converted once. */
     if ((deadline != Py_None && positive_value(owner, "deadline", deadline, 1, &seconds) < 0)
-        || check_shared(owner, "budget", budget, es->Budget_type) < 0
-        || check_shared(owner, "stats", stats, es->Stats_type) < 0
-        || check_writes(es, owner, "writes", writes, &policy) < 0) {
+        || check_shared(owner, "budget", values[RBC_EXTRA_BUDGET], es->Budget_type) < 0
+        || check_shared(owner, "stats", values[RBC_EXTRA_STATS], es->Stats_type) < 0
+        || check_writes(es, owner, "writes", values[RBC_EXTRA_WRITES], &policy) < 0
+        || check_hook(owner, "on_retry", values[RBC_EXTRA_ON_RETRY]) < 0
+        || check_hook(owner, "on_give_up", values[RBC_EXTRA_ON_GIVE_UP]) < 0) {
         return -1;
     }
     if (store_deadline(extras, deadline, seconds) < 0
-        || store_shared(extras, RBC_EXTRA_BUDGET, budget) < 0
-        || store_shared(extras, RBC_EXTRA_STATS, stats) < 0 || store_writes(extras, policy) < 0) {
+        || store_shared(extras, RBC_EXTRA_BUDGET, values[RBC_EXTRA_BUDGET]) < 0
+        || store_shared(extras, RBC_EXTRA_STATS, values[RBC_EXTRA_STATS]) < 0
+        || store_writes(extras, policy) < 0
+        || store_shared(extras, RBC_EXTRA_ON_RETRY, values[RBC_EXTRA_ON_RETRY]) < 0
+        || store_shared(extras, RBC_EXTRA_ON_GIVE_UP, values[RBC_EXTRA_ON_GIVE_UP]) < 0) {
         return -1;
     }
     return 0;
@@ -824,9 +859,11 @@ int
 rbc_retry_extras_store(rbc_extras_state *es, rbc_retry_extras **extras, int which,
                        PyObject *value)
 {
-    static const char *const owners[RBC_EXTRA_COUNT] = {"Retry.deadline", "Retry.budget",
-                                                        "Retry.stats", "Retry.writes"};
-    static const char *const names[RBC_EXTRA_COUNT] = {"deadline", "budget", "stats", "writes"};
+    static const char *const owners[RBC_EXTRA_COUNT] = {
+        "Retry.deadline", "Retry.budget", "Retry.stats",
+        "Retry.writes", "Retry.on_retry", "Retry.on_give_up"};
+    static const char *const names[RBC_EXTRA_COUNT] = {"deadline", "budget", "stats",
+                                                       "writes", "on_retry", "on_give_up"};
     if (rbc_refuse_delete(value, names[which]) < 0) {
         return -1;
     }
@@ -843,6 +880,11 @@ rbc_retry_extras_store(rbc_extras_state *es, rbc_retry_extras **extras, int whic
         }
         return store_deadline(extras, value, seconds);
     }
+    if (which == RBC_EXTRA_ON_RETRY || which == RBC_EXTRA_ON_GIVE_UP) {
+        return check_hook(owners[which], "value", value) < 0
+                   ? -1
+                   : store_shared(extras, which, value);
+    }
     PyTypeObject *type = which == RBC_EXTRA_BUDGET ? es->Budget_type : es->Stats_type;
     if (check_shared(owners[which], "value", value, type) < 0) {
         return -1;
@@ -855,15 +897,13 @@ rbc_retry_extras_store(rbc_extras_state *es, rbc_retry_extras **extras, int whic
 int
 rbc_retry_extras_equal(const rbc_retry_extras *a, const rbc_retry_extras *b)
 {
-    PyObject *a_budget = a != NULL ? (PyObject *)a->budget : NULL;
-    PyObject *b_budget = b != NULL ? (PyObject *)b->budget : NULL;
-    PyObject *a_stats = a != NULL ? (PyObject *)a->stats : NULL;
-    PyObject *b_stats = b != NULL ? (PyObject *)b->stats : NULL;
-    /* The policy is NULL or the one interned str: compared by identity. */
-    PyObject *a_writes = a != NULL ? a->writes : NULL;
-    PyObject *b_writes = b != NULL ? b->writes : NULL;
-    if (a_budget != b_budget || a_stats != b_stats || a_writes != b_writes) {
-        return 0;
+    /* All but the deadline by identity (the policy is NULL or the one
+     * interned str), so that no Python code runs before the deadline's ==. */
+    for (int i = 0; i < RBC_EXTRA_COUNT; i++) {
+        if (i != RBC_EXTRA_DEADLINE
+            && (a != NULL ? field_value(a, i) : NULL) != (b != NULL ? field_value(b, i) : NULL)) {
+            return 0;
+        }
     }
     PyObject *a_deadline = a != NULL ? a->deadline : NULL;
     PyObject *b_deadline = b != NULL ? b->deadline : NULL;
@@ -890,8 +930,9 @@ rbc_retry_extras_repr(const rbc_retry_extras *extras)
     for (int i = 0; i < RBC_EXTRA_COUNT; i++) {
         parts[i] = Py_XNewRef(field_value(extras, i));
     }
-    static const char *const formats[RBC_EXTRA_COUNT] = {", deadline=%R", ", budget=%R",
-                                                         ", stats=%R", ", writes=%R"};
+    static const char *const formats[RBC_EXTRA_COUNT] = {
+        ", deadline=%R", ", budget=%R", ", stats=%R",
+        ", writes=%R", ", on_retry=%R", ", on_give_up=%R"};
     PyObject *text = PyUnicode_FromString("");
     for (int i = 0; i < RBC_EXTRA_COUNT && text != NULL; i++) {
         if (parts[i] == NULL) {
@@ -916,7 +957,7 @@ rbc_retry_extras_items(rbc_extras_state *es, const rbc_retry_extras *extras, PyO
         return 0;
     }
     PyObject *names[RBC_EXTRA_COUNT] = {es->str_deadline, es->str_budget, es->str_stats,
-                                        es->str_writes};
+                                        es->str_writes, es->str_on_retry, es->str_on_give_up};
     int count = 0;
     for (int i = 0; i < RBC_EXTRA_COUNT; i++) {
         PyObject *value = field_value(extras, i);
@@ -991,22 +1032,16 @@ rbc_extras_failed_slow(rbc_retry_extras *extras, int caught)
     }
 }
 
-void
-rbc_extras_not_retryable_slow(rbc_retry_extras *extras)
-{
-    count(extras->stats, RBC_STAT_GIVE_UPS_NOT_RETRYABLE);
-}
-
 int
-rbc_extras_refuse_retry_slow(rbc_retry_extras *extras, int exhausted)
+rbc_extras_refuse_retry_slow(rbc_retry_extras *extras, rbc_call_extras *call, int exhausted)
 {
     if (exhausted) {
-        count(extras->stats, RBC_STAT_GIVE_UPS_EXHAUSTED);
+        rbc_extras_give_up(extras, call, RBC_GIVE_UP_EXHAUSTED);
         return 1;
     }
     rbc_budget_object *budget = extras->budget;
     if (budget != NULL && !(budget_tokens(budget) > budget->threshold)) {
-        count(extras->stats, RBC_STAT_GIVE_UPS_BUDGET);
+        rbc_extras_give_up(extras, call, RBC_GIVE_UP_BUDGET);
         return 1;
     }
     return 0;
@@ -1014,7 +1049,7 @@ rbc_extras_refuse_retry_slow(rbc_retry_extras *extras, int exhausted)
 
 int
 rbc_extras_may_have_run(rbc_extras_state *es, rbc_retry_extras *const *extras,
-                        const rbc_call_extras *call, PyObject *error)
+                        rbc_call_extras *call, PyObject *error)
 {
     rbc_retry_extras *block = *extras;
     if (!call->counted || block == NULL || block->writes == NULL) {
@@ -1036,14 +1071,14 @@ rbc_extras_may_have_run(rbc_extras_state *es, rbc_retry_extras *const *extras,
         }
     }
     if (verdict) {
-        block = *extras; /* the judge ran Python code: read the block again */
-        count(block != NULL ? block->stats : NULL, RBC_STAT_GIVE_UPS_MAY_HAVE_RUN);
+        /* The judge ran Python code: the block read again. */
+        rbc_extras_give_up(*extras, call, RBC_GIVE_UP_MAY_HAVE_RUN);
     }
     return verdict;
 }
 
 int
-rbc_extras_before_sleep(rbc_retry_extras *const *extras, const rbc_call_extras *call,
+rbc_extras_before_sleep(rbc_retry_extras *const *extras, rbc_call_extras *call,
                         PyObject *delay)
 {
     rbc_retry_extras *block = *extras;
@@ -1056,9 +1091,8 @@ rbc_extras_before_sleep(rbc_retry_extras *const *extras, const rbc_call_extras *
     }
     /* The delay's __float__ may have run Python code that changed the
      * Retry's extras: read them again. */
-    block = *extras;
     if (call->deadline_at != 0.0 && monotonic_now() + seconds >= call->deadline_at) {
-        count(block != NULL ? block->stats : NULL, RBC_STAT_GIVE_UPS_DEADLINE);
+        rbc_extras_give_up(*extras, call, RBC_GIVE_UP_DEADLINE);
         return 0;
     }
     return 1;
@@ -1097,17 +1131,17 @@ rbc_extras_sleep_ended(const rbc_retry_extras *extras, double started)
 }
 
 int
-rbc_extras_deadline_passed(rbc_retry_extras *extras, const rbc_call_extras *call)
+rbc_extras_deadline_passed(rbc_retry_extras *extras, rbc_call_extras *call)
 {
     if (call->deadline_at != 0.0 && monotonic_now() >= call->deadline_at) {
-        count(extras != NULL ? extras->stats : NULL, RBC_STAT_GIVE_UPS_DEADLINE);
+        rbc_extras_give_up(extras, call, RBC_GIVE_UP_DEADLINE);
         return 1;
     }
     return 0;
 }
 
 int
-rbc_extras_before_retry(rbc_retry_extras *extras, const rbc_call_extras *call)
+rbc_extras_before_retry(rbc_retry_extras *extras, rbc_call_extras *call)
 {
     if (rbc_extras_deadline_passed(extras, call)) {
         return 0;
@@ -1116,6 +1150,356 @@ rbc_extras_before_retry(rbc_retry_extras *extras, const rbc_call_extras *call)
         count(extras->stats, RBC_STAT_RETRIES);
     }
     return 1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* on_retry and on_give_up                                                 */
+
+/* RetryEvent: what a hook is told (redis_backoff_c.hooks.RetryEvent is the
+ * twin's, a NamedTuple): a tuple of four with named fields, as that is.
+ * Its own small type rather than a struct sequence, whose creation and
+ * destruction each look its sizes up in the type's dict: two thirds of an
+ * event's cost before the hook is called. */
+enum { EVENT_FIELDS = 4 };
+static const char *const event_field_names[EVENT_FIELDS] = {"attempt", "error", "delay",
+                                                            "reason"};
+static const rbc_signature event_signature = {"RetryEvent", event_field_names, EVENT_FIELDS,
+                                              EVENT_FIELDS};
+
+/* `event` (allocated, its items empty) holding `items` (borrowed; the
+ * event takes its references). */
+static PyObject *
+event_fill(PyObject *event, PyObject *const *items)
+{
+    for (int i = 0; i < EVENT_FIELDS; i++) {
+        PyTuple_SET_ITEM(event, i, Py_NewRef(items[i]));
+    }
+#if PY_VERSION_HEX >= 0x030E0000
+    /* From 3.14 a tuple caches its hash: not computed yet. */
+    ((PyTupleObject *)event)->ob_hash = -1;
+#endif
+    return event;
+}
+
+/* A new event holding `items`. */
+static PyObject *
+event_of(PyTypeObject *type, PyObject *const *items)
+{
+    PyObject *event = type->tp_alloc(type, EVENT_FIELDS);
+    return event == NULL ? NULL : event_fill(event, items);
+}
+
+/* RetryEvent(attempt, error, delay=None, reason=None), as the twin's. */
+static PyObject *
+event_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *values[EVENT_FIELDS] = {NULL, NULL, Py_None, Py_None};
+    if (rbc_bind(&event_signature, args, PyVectorcall_NARGS(nargsf), kwnames, values) < 0) {
+        return NULL;
+    }
+    return event_of((PyTypeObject *)type, values);
+}
+
+static PyObject *
+event_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *values[EVENT_FIELDS] = {NULL, NULL, Py_None, Py_None};
+    if (rbc_bind_tuple(&event_signature, args, kwds, values) < 0) {
+        return NULL;
+    }
+    return event_of(type, values);
+}
+
+static void
+event_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    for (int i = 0; i < EVENT_FIELDS; i++) {
+        Py_CLEAR(((PyTupleObject *)self)->ob_item[i]);
+    }
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static int
+event_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    for (int i = 0; i < EVENT_FIELDS; i++) {
+        Py_VISIT(PyTuple_GET_ITEM(self, i));
+    }
+    return 0;
+}
+
+static PyObject *
+event_field(PyObject *self, void *closure)
+{
+    return Py_NewRef(PyTuple_GET_ITEM(self, (Py_ssize_t)(intptr_t)closure));
+}
+
+static PyObject *
+event_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("RetryEvent(attempt=%R, error=%R, delay=%R, reason=%R)",
+                                PyTuple_GET_ITEM(self, 0), PyTuple_GET_ITEM(self, 1),
+                                PyTuple_GET_ITEM(self, 2), PyTuple_GET_ITEM(self, 3));
+}
+
+/* For pickle and copy: RetryEvent(*fields), as a NamedTuple's. */
+static PyObject *
+event_getnewargs(PyObject *self, PyObject *unused)
+{
+    return PyTuple_GetSlice(self, 0, EVENT_FIELDS);
+}
+
+static PyGetSetDef event_getset[] = {
+    {"attempt", event_field, NULL, "failed attempts of the call so far, this one included",
+     (void *)(intptr_t)0},
+    {"error", event_field, NULL, "the error of the failed attempt", (void *)(intptr_t)1},
+    {"delay", event_field, NULL, "on_retry: the delay about to be slept; None for on_give_up",
+     (void *)(intptr_t)2},
+    {"reason", event_field, NULL,
+     "on_give_up: why (exhausted, not_retryable, deadline, budget, may_have_run); None for "
+     "on_retry",
+     (void *)(intptr_t)3},
+    {NULL},
+};
+
+static PyMethodDef event_methods[] = {
+    {"__getnewargs__", event_getnewargs, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot event_slots[] = {
+    {Py_tp_doc, "RetryEvent(attempt, error, delay=None, reason=None)\n--\n\n"
+                "The argument of on_retry and on_give_up (redis_backoff_c.hooks): a tuple\n"
+                "with named fields."},
+    {Py_tp_new, event_new},
+    {Py_tp_dealloc, event_dealloc},
+    {Py_tp_traverse, event_traverse},
+    {Py_tp_repr, event_repr},
+    {Py_tp_getset, event_getset},
+    {Py_tp_methods, event_methods},
+    {0, NULL},
+};
+
+static PyType_Spec event_spec = {
+    .name = "redis_backoff_c.RetryEvent",
+    .basicsize = (int)(sizeof(PyTupleObject) - sizeof(PyObject *)),
+    .itemsize = (int)sizeof(PyObject *),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = event_slots,
+};
+
+/* The type, a subclass of tuple, with __match_args__ and _fields (the
+ * field names, as a NamedTuple has them). */
+static PyTypeObject *
+event_type_new(PyObject *module)
+{
+    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &event_spec,
+                                                                  (PyObject *)&PyTuple_Type);
+    if (type == NULL) {
+        return NULL;
+    }
+    type->tp_vectorcall = event_vectorcall;
+    PyObject *names = PyTuple_New(EVENT_FIELDS);
+    for (int i = 0; names != NULL && i < EVENT_FIELDS; i++) {
+        PyObject *name = PyUnicode_InternFromString(event_field_names[i]);
+        if (name == NULL) {
+            Py_CLEAR(names);
+            break;
+        }
+        PyTuple_SET_ITEM(names, i, name);
+    }
+    /* Into the dict directly: the type is immutable from Python. */
+    if (names == NULL || PyDict_SetItemString(type->tp_dict, "__match_args__", names) < 0
+        || PyDict_SetItemString(type->tp_dict, "_fields", names) < 0) {
+        Py_XDECREF(names);
+        Py_DECREF(type);
+        return NULL;
+    }
+    Py_DECREF(names);
+    PyType_Modified(type);
+    return type;
+}
+
+static const char *const give_up_reason_names[RBC_GIVE_UP_COUNT] = {
+    NULL,
+    "exhausted",
+    "not_retryable",
+    "deadline",
+    "budget",
+    "may_have_run",
+};
+
+/* The event of a hook's call: the spare one (see drop_event) when there is
+ * one, else a new one. */
+static PyObject *
+make_event(rbc_extras_state *es, long long attempt, PyObject *error, PyObject *delay,
+           PyObject *reason)
+{
+    if (es->Event_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "redis_backoff_c was cleared");
+        return NULL;
+    }
+    PyObject *number = PyLong_FromLongLong(attempt);
+    if (number == NULL) {
+        return NULL;
+    }
+    PyObject *items[EVENT_FIELDS] = {number, error, delay, reason};
+    PyObject *event = es->spare_event;
+    if (event == NULL) {
+        event = event_of(es->Event_type, items);
+    }
+    else {
+        es->spare_event = NULL;
+        Py_INCREF(Py_TYPE(event)); /* the reference a live event holds */
+        event_fill(event, items);
+        PyObject_GC_Track(event);
+    }
+    Py_DECREF(number);
+    return event;
+}
+
+/* The hook has returned: an event it did not keep becomes the spare, its
+ * memory reused by the next call's (an allocation and a free saved on
+ * each retry, a third of an event's cost).  Its items are dropped first,
+ * which runs no Python code: the loop still holds the error and the
+ * delay, the reason is interned, the attempt an int.  While it waits it
+ * holds no reference, not even to its type, and is untracked (as the
+ * asyncio awaitables' free list), so that no one reaches its empty items
+ * through the collector and the module's cycle stays collectable.  Not
+ * without the GIL, where two threads could take the same spare. */
+static void
+drop_event(rbc_extras_state *es, PyObject *event)
+{
+#ifdef Py_GIL_DISABLED
+    Py_DECREF(event);
+#else
+    if (Py_REFCNT(event) != 1 || es->spare_event != NULL || es->Event_type == NULL
+        || !Py_IS_TYPE(event, es->Event_type)) {
+        Py_DECREF(event);
+        return;
+    }
+    PyObject_GC_UnTrack(event);
+    for (int i = 0; i < EVENT_FIELDS; i++) {
+        Py_CLEAR(((PyTupleObject *)event)->ob_item[i]);
+    }
+    Py_DECREF(Py_TYPE(event)); /* the module's Event_type holds it */
+    es->spare_event = event;
+#endif
+}
+
+/* The hook raised `raised` (an Exception, consumed): to the reporter,
+ * which logs it; if that fails with an Exception too, to
+ * sys.unraisablehook.  0, or -1 when the reporter raised another
+ * BaseException (KeyboardInterrupt), left set. */
+static int
+report_hook_error(rbc_extras_state *es, PyObject *hook, PyObject *raised)
+{
+    PyObject *reporter = Py_XNewRef(es->hook_reporter);
+    PyObject *result = NULL;
+    if (reporter != NULL) {
+        PyObject *args[2] = {hook, raised};
+        result = PyObject_Vectorcall(reporter, args, 2, NULL);
+        Py_DECREF(reporter);
+    }
+    else {
+        rbc_exc_restore(Py_NewRef(raised));
+    }
+    Py_DECREF(raised);
+    if (result != NULL) {
+        Py_DECREF(result);
+        return 0;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+        return -1;
+    }
+    PyErr_WriteUnraisable(hook);
+    return 0;
+}
+
+/* hook(event), both owned by the caller: 0, or -1 with a BaseException
+ * that is no Exception set (see extras.h). */
+static int
+call_hook(rbc_extras_state *es, PyObject *hook, PyObject *event, PyObject *error)
+{
+    PyObject *result = PyObject_CallOneArg(hook, event);
+    if (result != NULL) {
+        Py_DECREF(result);
+        return 0;
+    }
+    PyObject *raised = rbc_exc_fetch();
+    if (raised == NULL) {
+        PyErr_SetString(PyExc_SystemError, "a retry hook failed without an exception");
+        return -1;
+    }
+    if (PyErr_GivenExceptionMatches(raised, PyExc_Exception)) {
+        return report_hook_error(es, hook, raised);
+    }
+    PyObject *context = PyException_GetContext(raised);
+    if (context == NULL && raised != error) {
+        PyException_SetContext(raised, Py_NewRef(error));
+    }
+    Py_XDECREF(context);
+    rbc_exc_restore(raised);
+    return -1;
+}
+
+/* The hook `which` of the block at *extras for a counted call (a new
+ * reference), or NULL. */
+static PyObject *
+hook_of(rbc_retry_extras *const *extras, const rbc_call_extras *call, int which)
+{
+    rbc_retry_extras *block = *extras;
+    if (!call->counted || block == NULL) {
+        return NULL;
+    }
+    return Py_XNewRef(field_value(block, which));
+}
+
+/* The event for `hook` (owned, consumed) and the call. */
+static int
+call_hook_with(rbc_extras_state *es, PyObject *hook, long long attempt, PyObject *error,
+               PyObject *delay, PyObject *reason)
+{
+    PyObject *event = make_event(es, attempt, error, delay, reason);
+    int status = -1;
+    if (event != NULL) {
+        status = call_hook(es, hook, event, error);
+        drop_event(es, event);
+    }
+    Py_DECREF(hook);
+    return status;
+}
+
+int
+rbc_extras_retrying(rbc_extras_state *es, rbc_retry_extras *const *extras,
+                    const rbc_call_extras *call, PyObject *error, long long attempt,
+                    PyObject *delay)
+{
+    PyObject *hook = hook_of(extras, call, RBC_EXTRA_ON_RETRY);
+    if (hook == NULL) {
+        return 0;
+    }
+    return call_hook_with(es, hook, attempt, error, delay, Py_None);
+}
+
+int
+rbc_extras_gave_up(rbc_extras_state *es, rbc_retry_extras *const *extras,
+                   const rbc_call_extras *call, PyObject *error, long long failures)
+{
+    if (call->gave_up == RBC_GIVE_UP_NONE) {
+        return 0;
+    }
+    PyObject *hook = hook_of(extras, call, RBC_EXTRA_ON_GIVE_UP);
+    if (hook == NULL) {
+        return 0;
+    }
+    long long attempt = call->gave_up == RBC_GIVE_UP_NOT_RETRYABLE ? failures + 1 : failures;
+    return call_hook_with(es, hook, attempt, error, Py_None,
+                          es->give_up_reasons[call->gave_up]);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1138,9 +1522,23 @@ rbc_extras_init(rbc_state *st, PyObject *module)
     es->str_writes = PyUnicode_InternFromString("writes");
     es->str_at_least_once = PyUnicode_InternFromString("at-least-once");
     es->str_at_most_once = PyUnicode_InternFromString("at-most-once");
+    es->str_on_retry = PyUnicode_InternFromString("on_retry");
+    es->str_on_give_up = PyUnicode_InternFromString("on_give_up");
     if (es->str_slept_seconds == NULL || es->str_deadline == NULL || es->str_budget == NULL
         || es->str_stats == NULL || es->str_writes == NULL || es->str_at_least_once == NULL
-        || es->str_at_most_once == NULL) {
+        || es->str_at_most_once == NULL || es->str_on_retry == NULL
+        || es->str_on_give_up == NULL) {
+        return -1;
+    }
+    for (int i = 1; i < RBC_GIVE_UP_COUNT; i++) {
+        es->give_up_reasons[i] = PyUnicode_InternFromString(give_up_reason_names[i]);
+        if (es->give_up_reasons[i] == NULL) {
+            return -1;
+        }
+    }
+    es->Event_type = event_type_new(module);
+    if (es->Event_type == NULL
+        || PyModule_AddObjectRef(module, "RetryEvent", (PyObject *)es->Event_type) < 0) {
         return -1;
     }
     es->Budget_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &budget_spec, NULL);
@@ -1165,6 +1563,8 @@ rbc_extras_traverse(rbc_extras_state *es, visitproc visit, void *arg)
     Py_VISIT(es->Budget_type);
     Py_VISIT(es->Stats_type);
     Py_VISIT(es->writes_judge);
+    Py_VISIT(es->Event_type);
+    Py_VISIT(es->hook_reporter);
     return 0;
 }
 
@@ -1184,4 +1584,19 @@ rbc_extras_clear(rbc_extras_state *es)
     Py_CLEAR(es->str_at_least_once);
     Py_CLEAR(es->str_at_most_once);
     Py_CLEAR(es->writes_judge);
+    PyObject *spare = es->spare_event;
+    es->spare_event = NULL;
+    if (spare != NULL) {
+        /* Its reference to its type back (still held here), then freed as
+         * any event: its dealloc runs no Python code. */
+        Py_INCREF(Py_TYPE(spare));
+        Py_DECREF(spare);
+    }
+    Py_CLEAR(es->Event_type);
+    Py_CLEAR(es->hook_reporter);
+    Py_CLEAR(es->str_on_retry);
+    Py_CLEAR(es->str_on_give_up);
+    for (int i = 0; i < RBC_GIVE_UP_COUNT; i++) {
+        Py_CLEAR(es->give_up_reasons[i]);
+    }
 }

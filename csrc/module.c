@@ -156,20 +156,38 @@ set_interpreter_rules(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* *slot = value, a callable of the package handed over once, at import, by
+ * redis_backoff_c/_impl.py (the two below); TypeError naming `func`
+ * otherwise. */
+static PyObject *
+set_package_callable(const char *func, PyObject **slot, PyObject *value)
+{
+    if (!PyCallable_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s() argument must be callable, not %.200s", func,
+                     Py_TYPE(value)->tp_name);
+        return NULL;
+    }
+    Py_XSETREF(*slot, Py_NewRef(value));
+    Py_RETURN_NONE;
+}
+
 /* _set_writes_judge(judge, /): redis_backoff_c.writes._judge, which reads
- * a failed attempt under writes="at-most-once" (rbc_extras_may_have_run),
- * handed over once, at import, by redis_backoff_c/_impl.py. */
+ * a failed attempt under writes="at-most-once" (rbc_extras_may_have_run). */
 static PyObject *
 set_writes_judge(PyObject *module, PyObject *judge)
 {
-    if (!PyCallable_Check(judge)) {
-        PyErr_Format(PyExc_TypeError, "_set_writes_judge() argument must be callable, not %.200s",
-                     Py_TYPE(judge)->tp_name);
-        return NULL;
-    }
-    rbc_extras_state *es = &rbc_get_state(module)->extras;
-    Py_XSETREF(es->writes_judge, Py_NewRef(judge));
-    Py_RETURN_NONE;
+    return set_package_callable("_set_writes_judge", &rbc_get_state(module)->extras.writes_judge,
+                                judge);
+}
+
+/* _set_hook_reporter(reporter, /): redis_backoff_c.hooks._hook_failed,
+ * given the Exception an on_retry or on_give_up hook raised
+ * (rbc_extras_retrying, rbc_extras_gave_up). */
+static PyObject *
+set_hook_reporter(PyObject *module, PyObject *reporter)
+{
+    return set_package_callable("_set_hook_reporter",
+                                &rbc_get_state(module)->extras.hook_reporter, reporter);
 }
 
 static PyMethodDef module_methods[] = {
@@ -196,6 +214,10 @@ static PyMethodDef module_methods[] = {
      "_set_writes_judge(judge, /)\n--\n\n"
      "redis_backoff_c.writes._judge: asked, under writes='at-most-once', whether a\n"
      "failed attempt may have run.  Private: set once, at import."},
+    {"_set_hook_reporter", set_hook_reporter, METH_O,
+     "_set_hook_reporter(reporter, /)\n--\n\n"
+     "redis_backoff_c.hooks._hook_failed: given a retry hook and the Exception it\n"
+     "raised.  Private: set once, at import."},
     {NULL, NULL, 0, NULL},
 };
 

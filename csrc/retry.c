@@ -59,8 +59,7 @@ typedef struct {
  * the caller's cleanup still runs; then 0 to raise the error, or -1 when
  * fail raised. */
 static int
-fail_rejected(rbc_retry_object *self, const retry_call *call, PyObject *error,
-              long long failures)
+fail_rejected(rbc_retry_object *self, retry_call *call, PyObject *error, long long failures)
 {
     PyObject *count = PyLong_FromLongLong(failures + 1);
     if (count == NULL) {
@@ -72,15 +71,16 @@ fail_rejected(rbc_retry_object *self, const retry_call *call, PyObject *error,
         return -1;
     }
     Py_DECREF(result);
-    rbc_extras_gave_up_not_retryable(rbc_retry_call_extras(self, &call->extras));
+    rbc_extras_gave_up_not_retryable(rbc_retry_call_extras(self, &call->extras), &call->extras);
     return 0;
 }
 
 /* One caught supported error, inside redis-py's `except` block: 1 to call
- * do() again, 0 to raise the error (as redis-py, or because an extra gave
- * up: the budget, the deadline), -1 when a callback raised. */
+ * do() again (on_retry called), 0 to raise the error (as redis-py, or
+ * because an extra gave up: the budget, the deadline; call->extras.gave_up
+ * says why), -1 when a callback raised. */
 static int
-handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyObject *error,
+handle_error(rbc_state *st, rbc_retry_object *self, retry_call *call, PyObject *error,
              long long *failures)
 {
     int own = rbc_retry_own_checker_allows(self, error);
@@ -119,6 +119,13 @@ handle_error(rbc_state *st, rbc_retry_object *self, const retry_call *call, PyOb
         goto done;
     }
     status = should_sleep ? rbc_extras_before_sleep(&self->extras, &call->extras, delay) : 1;
+    if (status > 0) {
+        status = rbc_extras_retrying(&st->extras, &self->extras, &call->extras, error, *failures,
+                                     delay)
+                         < 0
+                     ? -1
+                     : 1;
+    }
     if (status > 0 && should_sleep) {
         double started = rbc_extras_sleep_started(rbc_retry_call_extras(self, &call->extras));
         status = sleep_for(&st->retry, delay) < 0 ? -1 : 1;
@@ -152,7 +159,7 @@ bind_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, retry_call
  * is raised, or a callback raises.  Kept out of call_with_retry so that
  * the success path stays small. */
 static PyObject *
-retry_after_error(rbc_state *st, rbc_retry_object *me, const retry_call *call)
+retry_after_error(rbc_state *st, rbc_retry_object *me, retry_call *call)
 {
     long long failures = 0;
     for (;;) {
@@ -167,6 +174,14 @@ retry_after_error(rbc_state *st, rbc_retry_object *me, const retry_call *call)
         }
         PyObject *previous = rbc_exc_begin_handling(error);
         int step = handle_error(st, me, call, error, &failures);
+        if (step == 0
+            && rbc_extras_gave_up(&st->extras, &me->extras, &call->extras, error, failures) < 0) {
+            /* A KeyboardInterrupt in on_give_up: raised instead of the error,
+             * whose give-up is counted already. */
+            rbc_exc_end_handling(previous);
+            Py_DECREF(error);
+            return NULL;
+        }
         rbc_exc_end_handling(previous);
         if (step == 0) {
             rbc_exc_restore(error);

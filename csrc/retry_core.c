@@ -268,35 +268,39 @@ retry_new_exact(const rbc_retry_flavor *fl, PyObject *type, PyObject *backoff, P
 /* The four of redis-py (is_retryable: 8.2's, accepted whatever redis-py
  * is installed), then the keyword-only extras. */
 static const char *const retry_parameters[] = {
-    "backoff", "retries", "supported_errors", "is_retryable",
-    "deadline", "budget", "stats", "writes"};
+    "backoff", "retries", "supported_errors", "is_retryable", "deadline",
+    "budget", "stats", "writes", "on_retry", "on_give_up"};
+#define RETRY_PARAMETERS (4 + RBC_EXTRA_COUNT)
 /* Its text form is RBC_RETRY_TEXT_SIGNATURE (retry_core.h). */
-static const rbc_signature retry_signature = {"Retry", retry_parameters, 8, 4};
+static const rbc_signature retry_signature = {"Retry", retry_parameters, RETRY_PARAMETERS, 4};
 
-/* The parameters' defaults for flavor `fl`, into values[8]. */
+/* The parameters' defaults for flavor `fl`, into values[RETRY_PARAMETERS]. */
 static void
 retry_defaults(const rbc_retry_flavor *fl, PyObject **values)
 {
     values[0] = NULL;
     values[1] = NULL;
     values[2] = fl->default_errors;
-    for (int i = 3; i < 8; i++) {
+    for (int i = 3; i < RETRY_PARAMETERS; i++) {
         values[i] = Py_None;
     }
 }
 
-/* The extras given (not None): set them, after the parameters. */
+/* The extras given (not None), extras[RBC_EXTRA_*]: set them, after the
+ * parameters. */
 static int
 set_given_extras(const rbc_retry_flavor *fl, PyObject *self, PyObject *const *extras)
 {
-    if (extras[0] == Py_None && extras[1] == Py_None && extras[2] == Py_None
-        && extras[3] == Py_None) {
+    int given = 0;
+    for (int i = 0; i < RBC_EXTRA_COUNT; i++) {
+        given |= extras[i] != Py_None;
+    }
+    if (!given) {
         return 0;
     }
     rbc_state *st = rbc_state_of(self);
     return st == NULL ? -1
-                      : rbc_retry_extras_set(&st->extras, fl->name, &RETRY(self)->extras,
-                                             extras[0], extras[1], extras[2], extras[3]);
+                      : rbc_retry_extras_set(&st->extras, fl->name, &RETRY(self)->extras, extras);
 }
 
 /* Retry(...) of the exact type of flavor `fl`. */
@@ -310,7 +314,7 @@ retry_vectorcall(const rbc_retry_flavor *fl, PyObject *type, PyObject *const *ar
         && rbc_small_int_value(args[1], &small)) {
         return retry_new_exact(fl, type, args[0], args[1], small);
     }
-    PyObject *values[8];
+    PyObject *values[RETRY_PARAMETERS];
     retry_defaults(fl, values);
     if (rbc_bind(&retry_signature, args, nargs, kwnames, values) < 0) {
         return NULL;
@@ -390,7 +394,7 @@ rbc_retry_flavor_type_new(rbc_retry_flavor *fl, PyObject *module, PyType_Spec *s
 int
 rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args, PyObject *kwds)
 {
-    PyObject *values[8];
+    PyObject *values[RETRY_PARAMETERS];
     retry_defaults(fl, values);
     if (rbc_bind_tuple(&retry_signature, args, kwds, values) < 0) {
         return -1;
@@ -550,8 +554,8 @@ checker_property_set(PyObject *self, PyObject *value, void *closure)
     return store_checker(self, value, "is_retryable", "Retry.is_retryable");
 }
 
-/* deadline, budget, stats and writes (extras.h): the closure is the
- * RBC_EXTRA_* index. */
+/* deadline, budget, stats, writes, on_retry and on_give_up (extras.h):
+ * the closure is the RBC_EXTRA_* index. */
 static PyObject *
 extra_get(PyObject *self, void *closure)
 {
@@ -600,6 +604,14 @@ PyGetSetDef rbc_retry_getset[] = {
      "'at-least-once' (redis-py's: every supported error is retried) or 'at-most-once'\n"
      "(a failed attempt that may have run on the server is not retried)",
      (void *)(intptr_t)RBC_EXTRA_WRITES},
+    {"on_retry", extra_get, extra_set,
+     "called with a RetryEvent just before each retry's backoff sleep, or None\n"
+     "(redis_backoff_c.hooks)",
+     (void *)(intptr_t)RBC_EXTRA_ON_RETRY},
+    {"on_give_up", extra_get, extra_set,
+     "called with a RetryEvent when a call gives up, just before the error is\n"
+     "raised, or None (redis_backoff_c.hooks)",
+     (void *)(intptr_t)RBC_EXTRA_ON_GIVE_UP},
     {NULL},
 };
 
@@ -1365,7 +1377,7 @@ rbc_retry_own_checker_allows(rbc_retry_object *self, PyObject *error)
 }
 
 int
-rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self, const rbc_call_extras *call,
+rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self, rbc_call_extras *call,
                               PyObject *is_retryable, PyObject *error)
 {
     if (is_retryable == NULL || is_retryable == Py_None) {
@@ -1384,7 +1396,7 @@ rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self, const rbc_c
     int truth = PyObject_IsTrue(verdict);
     Py_DECREF(verdict);
     if (truth == 0) {
-        rbc_extras_gave_up_not_retryable(rbc_retry_call_extras(self, call));
+        rbc_extras_gave_up_not_retryable(rbc_retry_call_extras(self, call), call);
     }
     return truth;
 }
@@ -1404,9 +1416,9 @@ rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failures,
 }
 
 int
-rbc_retry_exhausted(rbc_retry_object *self, const rbc_call_extras *call, long long failures)
+rbc_retry_exhausted(rbc_retry_object *self, rbc_call_extras *call, long long failures)
 {
-    return rbc_extras_refuse_retry(rbc_retry_call_extras(self, call),
+    return rbc_extras_refuse_retry(rbc_retry_call_extras(self, call), call,
                                    self->retries_value >= 0 && failures > self->retries_value);
 }
 

@@ -35,15 +35,22 @@
  *         rbc_retry_exhausted(self, failures)           1: raise error
  *         delay = rbc_retry_next_delay(self, failures, &sleep)
  *         if sleep: rbc_extras_before_sleep(&self->extras, &call, delay) 0: raise error
+ *         rbc_extras_retrying(es, &self->extras, &call, error, failures, delay)  on_retry
  *         if sleep: sleep(delay) (async: asyncio.sleep awaited)
  *         rbc_exc_end_handling(prev)
  *         rbc_extras_before_retry(self->extras, &call)  0: raise error
  *
- * The opt-in extras (deadline, budget, stats, writes: extras.h) live in these
- * steps: the two extras hooks of the success path are inline and test one
- * pointer; catches, check_retryable and exhausted count and decide for
- * them inside; before_sleep and before_retry apply the call's deadline.
- * An implementation of the loop that leaves out a step loses its extras.
+ * Each "raise error" above that is a give-up (a checker, the writes policy,
+ * the retries limit, the budget, the deadline) records its reason in
+ * call.gave_up where it is counted; the loop's one re-raise then calls
+ * rbc_extras_gave_up (on_give_up) first, still handling the error.
+ *
+ * The opt-in extras (deadline, budget, stats, writes, the hooks: extras.h)
+ * live in these steps: the two extras hooks of the success path are inline
+ * and test one pointer; catches, check_retryable and exhausted count and
+ * decide for them inside; before_sleep and before_retry apply the call's
+ * deadline.  An implementation of the loop that leaves out a step loses
+ * its extras.
  *
  * Every step that fails returns -1 or NULL with the new exception set;
  * the caller ends the handling (which restores sys.exc_info()) and
@@ -130,9 +137,10 @@ PyObject *rbc_retry_type_vectorcall(PyObject *type, PyObject *const *args, size_
                                     PyObject *kwnames);
 /* The constructor's text signature, the start of both types' docstrings;
  * its parameters are retry_signature's (retry_core.c). */
-#define RBC_RETRY_TEXT_SIGNATURE                                            \
-    "Retry(backoff, retries, supported_errors=..., is_retryable=None, *,\n" \
-    "      deadline=None, budget=None, stats=None, writes='at-least-once')\n--\n\n"
+#define RBC_RETRY_TEXT_SIGNATURE                                              \
+    "Retry(backoff, retries, supported_errors=..., is_retryable=None, *,\n"   \
+    "      deadline=None, budget=None, stats=None, writes='at-least-once',\n" \
+    "      on_retry=None, on_give_up=None)\n--\n\n"
 
 /* tp_init: the same parameters. */
 int rbc_retry_init_args(const rbc_retry_flavor *fl, PyObject *self, PyObject *args,
@@ -302,7 +310,7 @@ int rbc_retry_own_checker_allows(rbc_retry_object *self, PyObject *error);
  * on, 0 to re-raise the error (a give-up counted in self's stats), -1 on
  * exception. */
 int rbc_retry_call_checker_allows(rbc_state *st, rbc_retry_object *self,
-                                  const rbc_call_extras *call, PyObject *is_retryable,
+                                  rbc_call_extras *call, PyObject *is_retryable,
                                   PyObject *error);
 
 /* fail(error, failures) when with_failure_count is true, else fail(error),
@@ -313,7 +321,7 @@ PyObject *rbc_retry_call_fail(PyObject *fail, PyObject *error, PyObject *failure
 
 /* `self._retries >= 0 and failures > self._retries`: 1 when the error must
  * be raised now, else 0.  With a budget, also 1 when it refuses the retry. */
-int rbc_retry_exhausted(rbc_retry_object *self, const rbc_call_extras *call, long long failures);
+int rbc_retry_exhausted(rbc_retry_object *self, rbc_call_extras *call, long long failures);
 
 /* self._backoff.compute(failures), read now, and `delay > 0` into
  * *should_sleep.  Returns the delay (new reference) or NULL. */

@@ -114,6 +114,18 @@ typedef enum {
     RBC_STAT_COUNT
 } rbc_stat;
 
+/* Why a call gave up: on_give_up's event.reason (redis_backoff_c.hooks
+ * REASONS, in this order), and the stat counted. */
+typedef enum {
+    RBC_GIVE_UP_NONE = 0,
+    RBC_GIVE_UP_EXHAUSTED,
+    RBC_GIVE_UP_NOT_RETRYABLE,
+    RBC_GIVE_UP_DEADLINE,
+    RBC_GIVE_UP_BUDGET,
+    RBC_GIVE_UP_MAY_HAVE_RUN,
+    RBC_GIVE_UP_COUNT
+} rbc_give_up;
+
 typedef struct {
     PyTypeObject *Budget_type;
     PyTypeObject *Stats_type;
@@ -129,6 +141,14 @@ typedef struct {
      * with a failure under writes="at-most-once", true when the attempt may
      * have run on the server; NULL until the package sets it. */
     PyObject *writes_judge;
+    PyTypeObject *Event_type; /* RetryEvent, the hooks' argument (a tuple subclass) */
+    PyObject *spare_event;    /* an event whose hook let it go, empty, for reuse */
+    PyObject *str_on_retry;   /* interned "on_retry", "on_give_up" */
+    PyObject *str_on_give_up;
+    PyObject *give_up_reasons[RBC_GIVE_UP_COUNT]; /* interned, by rbc_give_up; [0] NULL */
+    /* redis_backoff_c.hooks._hook_failed (module.c's _set_hook_reporter):
+     * called with a hook and the Exception it raised; NULL until set. */
+    PyObject *hook_reporter;
 } rbc_extras_state;
 
 /* ---- __slots__ in copies (slots.c) ------------------------------------- */

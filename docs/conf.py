@@ -59,6 +59,12 @@ nitpick_ignore_regex = [
     ("py:class", r"redis\..*"),
     ("py:class", r"(AbstractBackoff|AbstractRetry)"),
     ("py:obj", r"redis\..*"),
+    # The standard library's logging, and the exporters' libraries
+    # (prometheus_client, OpenTelemetry), for redis_backoff_c.log and .metrics.
+    ("py:(class|mod|meth|func)", r"logging(\..*)?"),
+    ("py:class", r"(CounterMetricFamily|prometheus_client\..*|opentelemetry\..*)"),
+    # redis_backoff_c.metrics' type aliases and its private instruments.
+    ("py:class", r"(AttributeValue|StatsArgument|_MeterInstruments)"),
 ]
 
 # doctest: the examples run against the redis-server scripts/docs.sh

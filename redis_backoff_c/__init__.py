@@ -14,6 +14,7 @@ one RuntimeWarning says why, and ``IMPLEMENTATION`` is "python".
 from redis_backoff_c._impl import (
     IMPLEMENTATION,
     RetryBudget,
+    RetryEvent,
     RetryStats,
     get_random_source,
     set_random_source,
@@ -52,6 +53,7 @@ __all__ = [
     "PatchReport",
     "Retry",
     "RetryBudget",
+    "RetryEvent",
     "RetryStats",
     "__version__",
     "default_backoff",

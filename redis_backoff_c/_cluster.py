@@ -20,7 +20,11 @@ extras gets them in that loop as ``call_with_retry`` has them:
 - the budget takes a token per failed attempt it retries, refills on
   success, and is asked before each retry;
 - the deadline (from the command's first attempt) refuses a retry whose
-  attempt would start at or past it (after the backoff sleep, if any).
+  attempt would start at or past it (after the backoff sleep, if any);
+- ``on_retry`` is called before each backoff sleep of a retry the loop
+  makes, ``on_give_up`` when the command raises after a give-up (retries
+  exhausted, budget, deadline, may have run, or ``not_retryable`` as
+  above), with the error the caller gets (:mod:`redis_backoff_c.hooks`).
 
 In the order of ``call_with_retry``: the failed attempt is counted and the
 budget asked before the backoff is computed, the deadline after.  The
@@ -57,7 +61,9 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from redis_backoff_c import hooks as _hooks
 from redis_backoff_c._speedups import (
+    RetryEvent,
     _cluster_begin,
     _cluster_delay,
     _cluster_ended,
@@ -79,7 +85,8 @@ MODULES = ("redis.cluster", "redis.asyncio.cluster")
 class _GaveUp(Exception):
     """Raised by the hook, inside the loop's handler of the attempt's error
     (its ``__context__``), when the budget or the deadline refuses the
-    retry; the wrapper raises what redis-py would raise instead."""
+    retry; the wrapper raises what redis-py would raise instead.  Its one
+    argument is the reason (redis_backoff_c.hooks.REASONS)."""
 
 
 class _MayHaveRun(_GaveUp):
@@ -105,6 +112,8 @@ class _Command:
         self.error: BaseException | None = None
         #: Its outcome is counted already (the hook saw compute() raise).
         self.counted = False
+        #: The loop's failure count at its last retry (none yet: 0).
+        self.failures = 0
 
     def retry_made(self) -> None:
         """The pending retry's attempt has run: count it, and its sleep."""
@@ -136,6 +145,7 @@ class _Command:
                 # since the failure reached no node (redis-py's
                 # _error_instead_of_retry, raised from the failure).
                 _cluster_ended(self.retry, NOT_RETRYABLE)
+                self.gave_up("not_retryable", error, self.failures)
                 return
             if self._raised_in_sleep(error, pending):
                 _cluster_ended(self.retry, ABORTED)
@@ -144,8 +154,15 @@ class _Command:
         cause = error.__cause__ if error.__suppress_context__ else None
         if type(error) in retried or type(cause) in retried:
             _cluster_ended(self.retry, EXHAUSTED)
+            self.gave_up("exhausted", error, self.failures + 1)
         else:
             _cluster_ended(self.retry, UNHANDLED)
+
+    def gave_up(self, reason: str, error: BaseException, attempt: int) -> None:
+        """on_give_up(event), with the error the command raises."""
+        hook = self.retry.on_give_up
+        if hook is not None:
+            _hooks._call(hook, RetryEvent(attempt, error, None, reason))
 
     def _raised_in_sleep(self, error: BaseException, pending: BaseException) -> bool:
         """Was `error` raised into the backoff sleep after `pending`?  The
@@ -212,17 +229,22 @@ def _backoff_delay(original: Callable[[Any, int], float]) -> Callable[[Any, int]
         assert error is not None  # called in the loop's handler of the failure
         verdict = _cluster_failed(retry, error)
         if verdict == GIVE_UP_MAY_HAVE_RUN:
-            raise _MayHaveRun
+            raise _MayHaveRun("may_have_run")
         if verdict == GIVE_UP_BUDGET:
-            raise _GaveUp
+            raise _GaveUp("budget")
         try:
             delay = original(retry, failures)
             seconds = _cluster_delay(retry, command.deadline_at, delay if delay > 0 else None)
+            # As call_with_retry: on_retry once the sleep is allowed, or at
+            # once when there is none (its deadline check comes after).
+            hook = retry.on_retry if seconds is not None or not delay > 0 else None
+            if hook is not None:
+                _hooks._call(hook, RetryEvent(failures, error, delay, None))
         except BaseException:
             command.aborted()
             raise
         if seconds is None:
-            raise _GaveUp
+            raise _GaveUp("deadline")
         command.error = sys.exc_info()[1]
         command.sleep_started = time.monotonic()
         command.delay = seconds
@@ -274,9 +296,9 @@ def _command_failed(client: Any, pending: Any, error: BaseException) -> BaseExce
     metric = _give_up_metric(command, gave_up)
     if metric is not None:
         client._record_error_metric(**metric)
-    if isinstance(error, _MayHaveRun):
-        return gave_up
-    return _error_after_last_retry(client, gave_up)
+    raised = gave_up if isinstance(error, _MayHaveRun) else _error_after_last_retry(client, gave_up)
+    command.gave_up(error.args[0], raised, command.failures)
+    return raised
 
 
 def sync_command(execute: Callable[..., Any]) -> Any:
@@ -301,6 +323,7 @@ def _async_execute(
         except _GaveUp as gave_up:
             error = gave_up.__context__
             may_have_run = isinstance(gave_up, _MayHaveRun)
+            reason = gave_up.args[0]
         except BaseException as error:
             command.ended(error, retried(self))
             raise
@@ -313,7 +336,9 @@ def _async_execute(
         metric = _give_up_metric(command, error)
         if metric is not None:
             await self._record_error_metric(**metric)
-        raise error if may_have_run else _error_after_last_retry(self, error)
+        raised = error if may_have_run else _error_after_last_retry(self, error)
+        command.gave_up(reason, raised, command.failures)
+        raise raised
 
     execute_command._redis_backoff_c_wraps = execute  # type: ignore[attr-defined]
     return execute_command

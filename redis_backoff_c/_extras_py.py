@@ -64,10 +64,13 @@ import redis.exceptions
 import redis.retry
 from redis.backoff import AbstractBackoff
 
+from redis_backoff_c import hooks as _hooks
 from redis_backoff_c._rules import RETRY_CHECKER
 from redis_backoff_c.writes import AT_LEAST_ONCE, AT_MOST_ONCE, _judge as _writes_judge
 
-__all__ = ["AsyncRetry", "Retry", "RetryBudget", "RetryStats"]
+__all__ = ["AsyncRetry", "Retry", "RetryBudget", "RetryEvent", "RetryStats"]
+
+RetryEvent = _hooks.RetryEvent
 
 _T = TypeVar("_T")
 
@@ -385,17 +388,10 @@ class RetryStats:
 
 # --- The Retry types --------------------------------------------------------
 
-_EXTRAS: Final = ("deadline", "budget", "stats", "writes")
-_INIT_NAMES: Final = (
-    "backoff",
-    "retries",
-    "supported_errors",
-    "is_retryable",
-    "deadline",
-    "budget",
-    "stats",
-    "writes",
-)
+_EXTRAS: Final = ("deadline", "budget", "stats", "writes", "on_retry", "on_give_up")
+_INIT_NAMES: Final = ("backoff", "retries", "supported_errors", "is_retryable", *_EXTRAS)
+# The extras a copy shares with its original rather than deep-copies.
+_SHARED: Final = ("budget", "stats", "on_retry", "on_give_up")
 
 
 def _check_shared(owner: str, name: str, value: object, kind: type) -> None:
@@ -425,6 +421,14 @@ def _checked_writes(owner: str, name: str, value: object) -> str | None:
     )
 
 
+def _check_hook(owner: str, name: str, value: Any) -> None:
+    """on_retry or on_give_up: None, or a callable."""
+    if value is not None and not callable(value):
+        raise TypeError(
+            f"{owner}() argument '{name}' must be callable or None, not {type(value).__name__}"
+        )
+
+
 def _check_callable(obj: Any, name: str) -> None:
     if not callable(obj):
         raise TypeError(
@@ -450,26 +454,32 @@ class _Extras:
 
     def _init(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         owner = "Retry"  # as the C types name themselves, subclasses too
-        backoff, retries, errors, checker, deadline, budget, stats, writes = _bind(
-            owner,
-            _INIT_NAMES,
-            4,
-            args,
-            kwargs,
-            {
-                "supported_errors": self._DEFAULT_ERRORS,
-                "is_retryable": None,
-                "deadline": None,
-                "budget": None,
-                "stats": None,
-                "writes": None,
-            },
+        backoff, retries, errors, checker, deadline, budget, stats, writes, on_retry, on_give_up = (
+            _bind(
+                owner,
+                _INIT_NAMES,
+                4,
+                args,
+                kwargs,
+                {
+                    "supported_errors": self._DEFAULT_ERRORS,
+                    "is_retryable": None,
+                    "deadline": None,
+                    "budget": None,
+                    "stats": None,
+                    "writes": None,
+                    "on_retry": None,
+                    "on_give_up": None,
+                },
+            )
         )
         if deadline is not None:
             _positive(owner, "deadline", deadline, True)
         _check_shared(owner, "budget", budget, RetryBudget)
         _check_shared(owner, "stats", stats, RetryStats)
         writes = _checked_writes(owner, "writes", writes)
+        _check_hook(owner, "on_retry", on_retry)
+        _check_hook(owner, "on_give_up", on_give_up)
         # redis-py's own __init__ for its parameters; the checker is 8.2's,
         # set here whatever redis-py is installed (8.0/8.1 take none).
         family: Any = self._FAMILY
@@ -477,7 +487,8 @@ class _Extras:
         self._is_retryable = checker
         # __init__ again on an object: the extras are the ones given now.
         state = vars(self)
-        for name, value in zip(_EXTRAS, (deadline, budget, stats, writes)):
+        given = (deadline, budget, stats, writes, on_retry, on_give_up)
+        for name, value in zip(_EXTRAS, given):
             if value is None:
                 state.pop(name, None)
             else:
@@ -561,6 +572,34 @@ class _Extras:
     def writes(self) -> NoReturn:
         raise AttributeError("cannot delete attribute 'writes'")
 
+    @property
+    def on_retry(self) -> Callable[[RetryEvent], object] | None:
+        """Called with a RetryEvent before each retry (redis_backoff_c.hooks)."""
+        return self._get("on_retry")  # type: ignore[no-any-return]
+
+    @on_retry.setter
+    def on_retry(self, value: Callable[[RetryEvent], object] | None) -> None:
+        _check_hook("Retry.on_retry", "value", value)
+        self._store("on_retry", value)
+
+    @on_retry.deleter
+    def on_retry(self) -> NoReturn:
+        raise AttributeError("cannot delete attribute 'on_retry'")
+
+    @property
+    def on_give_up(self) -> Callable[[RetryEvent], object] | None:
+        """Called with a RetryEvent when a call gives up (redis_backoff_c.hooks)."""
+        return self._get("on_give_up")  # type: ignore[no-any-return]
+
+    @on_give_up.setter
+    def on_give_up(self, value: Callable[[RetryEvent], object] | None) -> None:
+        _check_hook("Retry.on_give_up", "value", value)
+        self._store("on_give_up", value)
+
+    @on_give_up.deleter
+    def on_give_up(self) -> NoReturn:
+        raise AttributeError("cannot delete attribute 'on_give_up'")
+
     def _has_extras(self) -> bool:
         state = vars(self)
         return any(name in state for name in _EXTRAS)
@@ -580,19 +619,18 @@ class _Extras:
         mine = isinstance(other, _Extras)
         if result and (self._has_extras() or (mine and theirs._has_extras())):
             # The extras too, when either side has some (redis-py's Retry
-            # and the C one have none here): the deadline by value, budget
-            # and stats by identity.
+            # and the C one have none here): the deadline by value, the
+            # others by identity.
             other_extras = theirs if mine else None
 
             def extra(retry: _Extras | None, name: str) -> Any:
                 return None if retry is None else retry._get(name)
 
-            if extra(self, "budget") is not extra(other_extras, "budget"):
-                return False
-            if extra(self, "stats") is not extra(other_extras, "stats"):
-                return False
             if extra(self, "writes") != extra(other_extras, "writes"):
                 return False
+            for name in _SHARED:
+                if extra(self, name) is not extra(other_extras, name):
+                    return False
             a, b = extra(self, "deadline"), extra(other_extras, "deadline")
             if a is None or b is None:
                 return a is b
@@ -616,15 +654,16 @@ class _Extras:
         return text + ")"
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        # A deep copy of everything but the budget and the stats, which the
-        # copy shares: redis-py deep-copies a client's Retry into each
-        # connection, and a client has one budget and one set of counters.
+        # A deep copy of everything but the budget, the stats and the hooks,
+        # which the copy shares: redis-py deep-copies a client's Retry into
+        # each connection, and a client has one budget, one set of counters
+        # and one logger.
         cls = type(self)
         twin = cls.__new__(cls)
         memo[id(self)] = twin
         state = vars(twin)
         for key, value in vars(self).items():
-            state[key] = value if key in ("budget", "stats") else copy.deepcopy(value, memo)
+            state[key] = value if key in _SHARED else copy.deepcopy(value, memo)
         return twin
 
     # -- the hooks of call_with_retry (csrc/extras.h)
@@ -706,22 +745,41 @@ class _Extras:
             stats._count(RetryStats.GIVE_UPS_MAY_HAVE_RUN)
         return True
 
-    def _refuse_retry(self, counted: bool, failures: int) -> bool:
-        """After fail(): True when the error must be raised now (retries
-        exhausted, or the budget at or below half), counted by reason."""
+    def _refuse_retry(self, counted: bool, failures: int) -> str | None:
+        """After fail(): why the error must be raised now ("exhausted", or
+        "budget" when it is at or below half), counted; None to go on."""
         exhausted = self._retries >= 0 and failures > self._retries
         state = self._extras(counted)
         stats: RetryStats | None = state.get("stats")
         if exhausted:
             if stats is not None:
                 stats._count(RetryStats.GIVE_UPS_EXHAUSTED)
-            return True
+            return "exhausted"
         budget: RetryBudget | None = state.get("budget")
         if budget is not None and not budget.tokens > budget._threshold:
             if stats is not None:
                 stats._count(RetryStats.GIVE_UPS_BUDGET)
-            return True
-        return False
+            return "budget"
+        return None
+
+    def _after_fail(self, counted: bool, failures: int, error: BaseException) -> str | None:
+        """After fail(), the give-ups in the loop's order: the writes
+        policy, the retries limit, the budget.  Why, or None to go on."""
+        if self._may_have_run(counted, error):
+            return "may_have_run"
+        return self._refuse_retry(counted, failures)
+
+    def _retrying(self, counted: bool, error: BaseException, attempt: int, delay: Any) -> None:
+        """on_retry(event), just before the backoff sleep (redis_backoff_c.hooks)."""
+        hook = self._extras(counted).get("on_retry")
+        if hook is not None:
+            _hooks._call(hook, RetryEvent(attempt, error, delay, None))
+
+    def _gave_up(self, counted: bool, reason: str, error: BaseException, attempt: int) -> None:
+        """on_give_up(event), just before the error is raised."""
+        hook = self._extras(counted).get("on_give_up")
+        if hook is not None:
+            _hooks._call(hook, RetryEvent(attempt, error, None, reason))
 
     def _before_sleep(self, counted: bool, deadline_at: float | None, delay: Any) -> bool:
         """Before sleeping ``delay`` (> 0): False to give up, because the
@@ -789,12 +847,15 @@ def _async_sleep(delay: Any) -> Awaitable[Any]:
 
 class Retry(_Extras, redis.retry.Retry):
     """Retry(backoff, retries, supported_errors=..., is_retryable=None, *,
-          deadline=None, budget=None, stats=None, writes='at-least-once')
+          deadline=None, budget=None, stats=None, writes='at-least-once',
+          on_retry=None, on_give_up=None)
 
     redis-py's Retry with the opt-in extras: ``deadline`` bounds one call
     (seconds), ``budget`` (RetryBudget) throttles retries, ``stats``
     (RetryStats) counts, ``writes="at-most-once"`` retries no attempt that
-    may have run on the server.  The pure-Python twin of the C type."""
+    may have run on the server, ``on_retry`` and ``on_give_up`` are called
+    with a RetryEvent (redis_backoff_c.hooks).  The pure-Python twin of the
+    C type."""
 
     _DEFAULT_ERRORS = (
         redis.exceptions.ConnectionError,
@@ -831,9 +892,9 @@ class Retry(_Extras, redis.retry.Retry):
             except BaseException as error:
                 if not self._catches(counted, error):
                     raise
-                # `gave_up`: the call's outcome is counted, and the error
-                # re-raised; any other exception from here aborts the call.
-                gave_up = False
+                # `reason`: the call gives up (its outcome counted) and the
+                # error is re-raised; any exception from here aborts it.
+                reason: str | None = "not_retryable"
                 try:
                     if not self._own_checker_allows(error):  # type: ignore[arg-type]
                         if with_failure_count:
@@ -841,35 +902,34 @@ class Retry(_Extras, redis.retry.Retry):
                         else:
                             fail(error)
                         self._gave_up_not_retryable(counted)
-                        gave_up = True
-                        raise
-                    if not self._call_checker_allows(counted, is_retryable, error):  # type: ignore[arg-type]
-                        gave_up = True
-                        raise
-                    failures += 1
-                    if with_failure_count:
-                        fail(error, failures)
-                    else:
-                        fail(error)
-                    if self._may_have_run(counted, error) or self._refuse_retry(counted, failures):
-                        gave_up = True
-                        raise
-                    delay = self._backoff.compute(failures)
-                    if delay > 0:
-                        if not self._before_sleep(counted, deadline_at, delay):
-                            gave_up = True
-                            raise
-                        started = self._sleep_started(counted)
-                        try:
-                            _sync_sleep(delay)
-                        finally:
-                            self._sleep_ended(counted, started)
-                    if not self._before_retry(counted, deadline_at):
-                        gave_up = True
-                        raise
+                    elif self._call_checker_allows(counted, is_retryable, error):  # type: ignore[arg-type]
+                        failures += 1
+                        if with_failure_count:
+                            fail(error, failures)
+                        else:
+                            fail(error)
+                        reason = self._after_fail(counted, failures, error)
+                        if reason is None:
+                            delay = self._backoff.compute(failures)
+                            if delay > 0 and not self._before_sleep(counted, deadline_at, delay):
+                                reason = "deadline"
+                            else:
+                                self._retrying(counted, error, failures, delay)
+                                if delay > 0:
+                                    started = self._sleep_started(counted)
+                                    try:
+                                        _sync_sleep(delay)
+                                    finally:
+                                        self._sleep_ended(counted, started)
+                                if not self._before_retry(counted, deadline_at):
+                                    reason = "deadline"
                 except BaseException:
-                    if not gave_up:
-                        self._aborted(counted)
+                    self._aborted(counted)
+                    raise
+                if reason is not None:
+                    # A not_retryable error was never counted in failures.
+                    attempt = failures + 1 if reason == "not_retryable" else failures
+                    self._gave_up(counted, reason, error, attempt)
                     raise
             else:
                 self._succeeded(counted)
@@ -878,7 +938,8 @@ class Retry(_Extras, redis.retry.Retry):
 
 class AsyncRetry(_Extras, redis.asyncio.retry.Retry):
     """Retry(backoff, retries, supported_errors=..., is_retryable=None, *,
-          deadline=None, budget=None, stats=None, writes='at-least-once')
+          deadline=None, budget=None, stats=None, writes='at-least-once',
+          on_retry=None, on_give_up=None)
 
     redis-py's asyncio Retry with the opt-in extras (see the sync Retry).
     The pure-Python twin of the C type."""
@@ -914,9 +975,9 @@ class AsyncRetry(_Extras, redis.asyncio.retry.Retry):
             except BaseException as error:
                 if not self._catches(counted, error):
                     raise
-                # As in the sync Retry: `gave_up` outcomes re-raise the
-                # error; anything else from here aborts the call.
-                gave_up = False
+                # As in the sync Retry: a `reason` re-raises the error, any
+                # exception from here aborts the call.
+                reason: str | None = "not_retryable"
                 try:
                     if not self._own_checker_allows(error):  # type: ignore[arg-type]
                         if with_failure_count:
@@ -924,35 +985,34 @@ class AsyncRetry(_Extras, redis.asyncio.retry.Retry):
                         else:
                             await fail(error)
                         self._gave_up_not_retryable(counted)
-                        gave_up = True
-                        raise
-                    if not self._call_checker_allows(counted, is_retryable, error):  # type: ignore[arg-type]
-                        gave_up = True
-                        raise
-                    failures += 1
-                    if with_failure_count:
-                        await fail(error, failures)
-                    else:
-                        await fail(error)
-                    if self._may_have_run(counted, error) or self._refuse_retry(counted, failures):
-                        gave_up = True
-                        raise
-                    delay = self._backoff.compute(failures)
-                    if delay > 0:
-                        if not self._before_sleep(counted, deadline_at, delay):
-                            gave_up = True
-                            raise
-                        started = self._sleep_started(counted)
-                        try:
-                            await _async_sleep(delay)
-                        finally:
-                            self._sleep_ended(counted, started)
-                    if not self._before_retry(counted, deadline_at):
-                        gave_up = True
-                        raise
+                    elif self._call_checker_allows(counted, is_retryable, error):  # type: ignore[arg-type]
+                        failures += 1
+                        if with_failure_count:
+                            await fail(error, failures)
+                        else:
+                            await fail(error)
+                        reason = self._after_fail(counted, failures, error)
+                        if reason is None:
+                            delay = self._backoff.compute(failures)
+                            if delay > 0 and not self._before_sleep(counted, deadline_at, delay):
+                                reason = "deadline"
+                            else:
+                                self._retrying(counted, error, failures, delay)
+                                if delay > 0:
+                                    started = self._sleep_started(counted)
+                                    try:
+                                        await _async_sleep(delay)
+                                    finally:
+                                        self._sleep_ended(counted, started)
+                                if not self._before_retry(counted, deadline_at):
+                                    reason = "deadline"
                 except BaseException:
-                    if not gave_up:
-                        self._aborted(counted)
+                    self._aborted(counted)
+                    raise
+                if reason is not None:
+                    # A not_retryable error was never counted in failures.
+                    attempt = failures + 1 if reason == "not_retryable" else failures
+                    self._gave_up(counted, reason, error, attempt)
                     raise
             else:
                 self._succeeded(counted)

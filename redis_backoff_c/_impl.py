@@ -36,6 +36,7 @@ __all__ = [
     "FALLBACK_REASON",
     "IMPLEMENTATION",
     "RetryBudget",
+    "RetryEvent",
     "RetryStats",
     "get_random_source",
     "set_random_source",
@@ -99,6 +100,9 @@ def _load() -> tuple[ModuleType | None, str | None]:
     from redis_backoff_c import writes
 
     _speedups._set_writes_judge(writes._judge)
+    from redis_backoff_c import hooks
+
+    _speedups._set_hook_reporter(hooks._hook_failed)
     from redis_backoff_c import _substate
 
     # The types a program may subclass (the strategies and both Retry types).
@@ -159,12 +163,16 @@ else:
 
 
 if speedups is not None:
-    from redis_backoff_c._speedups import RetryBudget, RetryStats
+    from redis_backoff_c._speedups import RetryBudget, RetryEvent, RetryStats
 else:
     # The extras without the extension: the pure-Python twin, under the
     # public names the C types have (so that pickles travel both ways).
     from redis_backoff_c import _extras_py
-    from redis_backoff_c._extras_py import RetryBudget, RetryStats  # type: ignore[assignment]
+    from redis_backoff_c._extras_py import (  # type: ignore[assignment]
+        RetryBudget,
+        RetryEvent,
+        RetryStats,
+    )
 
     for _twin, _module, _name in (
         (_extras_py.RetryBudget, "redis_backoff_c", "RetryBudget"),

@@ -66,8 +66,8 @@ two redis-py objects built before patch() still compare equal, patch() gives
 each original class that defines such an ``__eq__`` a copy of it that sees the
 original class under that name; unpatch() puts the original function back.
 
-The extras: ``patch(deadline=, budget=, stats=, writes=)``
-----------------------------------------------------------
+The extras: ``patch(deadline=, budget=, stats=, writes=, on_retry=, on_give_up=)``
+-----------------------------------------------------------------------------------
 
 ``patch(budget=RetryBudget(10, 0.1), stats=RetryStats())`` gives the C Retry
 objects that patch() installs in place of redis-py's defaults (the
@@ -79,13 +79,14 @@ Retry keeps its budget and stats, every client built with the default Retry
 shares one budget and one set of counters. ``deadline`` (seconds) bounds
 each call_with_retry of those Retries, and ``writes="at-most-once"`` makes
 them retry no attempt that may have run on the server
-(:mod:`redis_backoff_c.writes`). A Retry the program passes itself
+(:mod:`redis_backoff_c.writes`); ``on_retry`` and ``on_give_up`` are called
+for their retries and give-ups (:mod:`redis_backoff_c.hooks`). A Retry the program passes itself
 keeps its own extras; so do the default Retries of a redis module imported
 after patch() (``redis.http``, ``redis.multidb``: built from the C class,
 without extras). The Retries redis-py builds at run time
 (``Retry(NoBackoff(), 1)`` for a connection given ``retry=None``) have none.
 
-A repeated patch() that is given extras sets them (all four, None unsetting
+A repeated patch() that is given extras sets them (all six, None unsetting
 one) on every default Retry it installed; one given none leaves them as they
 are. unpatch() puts redis-py's own objects back, which have no extras.
 
@@ -175,7 +176,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from redis_backoff_c._speedups import RetryBudget, RetryStats
+    from redis_backoff_c._speedups import RetryBudget, RetryEvent, RetryStats
 
 __all__ = ["PatchReport", "is_patched", "patch", "patched", "unpatch"]
 
@@ -258,7 +259,7 @@ class _State:
         self.conversion: Callable[[Any], Any] | None = None
 
 
-_EXTRAS = ("deadline", "budget", "stats", "writes")
+_EXTRAS = ("deadline", "budget", "stats", "writes", "on_retry", "on_give_up")
 
 _lock = threading.RLock()
 _state = _State()
@@ -400,14 +401,13 @@ def _set_extras(retry: object, extras: Mapping[str, object]) -> None:
         setattr(retry, name, extras[name])
 
 
-def _checked_extras(
-    deadline: object, budget: object, stats: object, writes: object
-) -> dict[str, object]:
-    """The extras for patch(), checked as Retry() checks them (TypeError or
-    ValueError naming the parameter, before anything is patched)."""
+def _checked_extras(given: tuple[object, ...]) -> dict[str, object]:
+    """The extras for patch() (`given` in _EXTRAS' order), checked as
+    Retry() checks them (TypeError or ValueError naming the parameter,
+    before anything is patched)."""
     from redis_backoff_c._impl import speedups
 
-    extras = {"deadline": deadline, "budget": budget, "stats": stats, "writes": writes}
+    extras = dict(zip(_EXTRAS, given))
     if speedups is not None:
         try:
             checked = speedups.Retry(None, 0, **extras)
@@ -780,13 +780,16 @@ def patch(
     budget: RetryBudget | None = None,
     stats: RetryStats | None = None,
     writes: str | None = None,
+    on_retry: Callable[[RetryEvent], object] | None = None,
+    on_give_up: Callable[[RetryEvent], object] | None = None,
 ) -> PatchReport:
     """Put the C strategies and Retry classes into redis-py, everywhere it
     holds them, and keep doing so for redis modules imported later.
 
     ``deadline``, ``budget`` (a :class:`RetryBudget`), ``stats`` (a
-    :class:`RetryStats`) and ``writes`` (``"at-most-once"``: see
-    :mod:`redis_backoff_c.writes`): the extras the default Retry objects it
+    :class:`RetryStats`), ``writes`` (``"at-most-once"``: see
+    :mod:`redis_backoff_c.writes`), ``on_retry`` and ``on_give_up`` (see
+    :mod:`redis_backoff_c.hooks`): the extras the default Retry objects it
     installs carry, shared by every client built with them (see the module
     documentation).
 
@@ -796,13 +799,14 @@ def patch(
     """
     from redis_backoff_c._impl import speedups
 
-    extras = _checked_extras(deadline, budget, stats, writes)
+    given = (deadline, budget, stats, writes, on_retry, on_give_up)
+    extras = _checked_extras(given)
     if speedups is None:
         return _fallback_report()
     dropins = _dropins()
     with _lock:
         already = _state.active
-        given = (deadline, budget, stats, writes)  # writes="at-least-once" is given too
+        # writes="at-least-once" counts as given too.
         if not already or any(value is not None for value in given):
             _state.extras = extras
             for retry in _installed_retries():
@@ -916,12 +920,14 @@ def patched(
     budget: RetryBudget | None = None,
     stats: RetryStats | None = None,
     writes: str | None = None,
+    on_retry: Callable[[RetryEvent], object] | None = None,
+    on_give_up: Callable[[RetryEvent], object] | None = None,
 ) -> Iterator[PatchReport]:
     """``with patched() as report:``: patch() on entry, unpatch() on exit,
     unless it was already patched on entry (then it stays patched).  The
     extras are passed to patch()."""
     was_patched = is_patched()
-    report = patch(deadline, budget, stats, writes)
+    report = patch(deadline, budget, stats, writes, on_retry, on_give_up)
     try:
         yield report
     finally:

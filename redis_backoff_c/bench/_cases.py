@@ -8,6 +8,7 @@ the project's performance targets (docs/performance.md).
 
 import asyncio
 import copy
+import functools
 import gc
 import importlib
 import random
@@ -102,6 +103,11 @@ def targets(version):
         # slower than unpatched redis-py by more than this
         "cluster_plain": 50.0,
         "extras_cluster": 300.0,
+        # on_retry and on_give_up: set, on the success path (which calls
+        # neither), ns above the plain C Retry; on a retry, the cost above
+        # the same call without them within 1.5x of hook(event) itself
+        "hooks_success": 10.0,
+        "hooks_retry_floor": 1.5,
     }
 
 
@@ -588,6 +594,92 @@ def sync_extras_case():
     )
 
 
+def _noop_hook(event):
+    return None
+
+
+def _do_every_other():
+    """do(): raises ConnectionError on every other call, so that each
+    call_with_retry makes one retry and then returns 1."""
+    failed = [False]
+
+    def do():
+        failed[0] = not failed[0]
+        if failed[0]:
+            raise redis.exceptions.ConnectionError("bench")
+        return 1
+
+    return do
+
+
+def hooks_case():
+    hooks = {"on_retry": _noop_hook, "on_give_up": _noop_hook}
+
+    def side(label, st):
+        if label == "hook(event)":
+            # The floor: the hook called from C (as the loop calls it) with
+            # an event made once: functools.partial(hook, event)().
+            event = redis_backoff_c.RetryEvent(1, redis.exceptions.ConnectionError(), 0, None)
+            return stmt_side(label, "p()", {"p": functools.partial(_noop_hook, event)})
+        if label.startswith("success"):
+            extras = hooks if label.endswith("+hooks") else {}
+            r = c_retry_module().Retry(C.ExponentialBackoff(), 3, **extras)
+            return stmt_side(
+                label, "r.call_with_retry(do, fail)", {"r": r, "do": _do, "fail": _fail}
+            )
+        if label == "redis-py":
+            r = redis.retry.Retry(redis.backoff.NoBackoff(), 3)
+        else:
+            extras = hooks if label == "c+hooks" else {}
+            r = c_retry_module().Retry(C.NoBackoff(), 3, **extras)
+        return stmt_side(
+            label, "r.call_with_retry(do, fail)", {"r": r, "do": _do_every_other(), "fail": _fail}
+        )
+
+    labels = ("success", "success+hooks", "redis-py", "c", "c+hooks", "hook(event)")
+    return Case(
+        "call_with_retry/retry hooks",
+        "sync Retry",
+        {s: lambda st, s=s: side(s, st) for s in labels},
+        [
+            Row(
+                "call_with_retry success, on_retry + on_give_up set, ns above plain C",
+                kind="delta",
+                num="success",
+                den="success+hooks",
+                target=TARGETS["hooks_success"],
+            ),
+            Row(
+                "one retry, hooks unset (C vs redis-py)",
+                num="redis-py",
+                den="c",
+                target=PARITY,
+                judge="q1",
+            ),
+            Row(
+                "  hook(event) alone, called from C: functools.partial(hook, event)()",
+                kind="single",
+                num="hook(event)",
+            ),
+            Row(
+                "one retry, on_retry called: ns above unset, vs hook(event)",
+                kind="above",
+                num="c+hooks",
+                base="c",
+                den="hook(event)",
+                target=TARGETS["hooks_retry_floor"],
+            ),
+        ],
+        note=(
+            "do() fails every other call: each call_with_retry makes one retry "
+            "(NoBackoff, so no sleep) and returns; the C Retry without hooks, "
+            "and with on_retry and on_give_up set to a Python function that "
+            "returns None (called once per call, with a RetryEvent it makes)"
+        ),
+        context=patch_sleeps,
+    )
+
+
 class _StubCluster:
     """A cluster client whose command loop is a function returning 1: what
     patch()'s wrapper of RedisCluster.execute_command adds is all that a
@@ -1055,6 +1147,7 @@ def all_cases(session):
         deepcopy_case(),
         *sync_retry_cases(),
         sync_extras_case(),
+        hooks_case(),
         cluster_command_case(),
         *async_retry_cases(session),
         async_extras_case(session),

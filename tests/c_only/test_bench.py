@@ -32,6 +32,7 @@ EXPECTED_CASES = [
     "call_with_retry/success",
     "call_with_retry/failure",
     "call_with_retry/success extras",
+    "call_with_retry/retry hooks",
     "cluster command/success extras",
     "async call_with_retry/success",
     "async call_with_retry/failure",

@@ -247,7 +247,14 @@ def test_interrupted_in_the_sleep_is_aborted():
 def test_asyncio_loop_counts_per_task():
     """Two commands at once in two tasks: each hook call finds its own."""
     stats = RetryStats()
-    retry = redis_backoff_c.asyncio.retry.Retry(ConstantBackoff(0.001), 3, stats=stats)
+    events = []
+    retry = redis_backoff_c.asyncio.retry.Retry(
+        ConstantBackoff(0.001),
+        3,
+        stats=stats,
+        on_retry=lambda e: events.append(("retry", e.attempt, e.reason)),
+        on_give_up=lambda e: events.append(("give_up", e.attempt, e.reason)),
+    )
 
     class AsyncLoop(Loop):
         async def execute_command(self, *args):
@@ -276,6 +283,11 @@ def test_asyncio_loop_counts_per_task():
     snapshot = assert_adds_up(stats, 2)
     assert snapshot["successes"] == 1 and snapshot["give_ups_exhausted"] == 1
     assert snapshot["retries"] == 1 + 3
+    assert sorted(events) == sorted(
+        [("retry", 1, None)] * 2
+        + [("retry", 2, None), ("retry", 3, None)]
+        + [("give_up", 4, "exhausted")]
+    )
 
 
 # --- the cluster loop counts as call_with_retry does --------------------------
@@ -352,15 +364,21 @@ SCENARIOS = {
 
 
 def make_retry(backoff, retries, extras):
+    """The Retry, and the list its on_retry and on_give_up append
+    (kind, attempt, delay, reason) to."""
     budget = extras.get("budget", (100, 0.5))
-    return redis_backoff_c.Retry(
+    events = []
+    retry = redis_backoff_c.Retry(
         backoff,
         retries,
         supported_errors=(Conn, Timeout),
         stats=RetryStats(),
         budget=RetryBudget(*budget),
         deadline=extras.get("deadline"),
+        on_retry=lambda e: events.append(("retry", e.attempt, e.delay, e.reason)),
+        on_give_up=lambda e: events.append(("give_up", e.attempt, e.delay, e.reason)),
     )
+    return retry, events
 
 
 def outcome_of(run_it):
@@ -372,7 +390,7 @@ def outcome_of(run_it):
 
 def with_call_with_retry(scenario, monkeypatch):
     backoff, retries, extras, outcomes, sleep, unreachable_at = scenario
-    retry = make_retry(backoff, retries, extras)
+    retry, events = make_retry(backoff, retries, extras)
     if sleep is not None:
         monkeypatch.setattr(redis_backoff_c.retry, "sleep", sleep)
     loop = Loop(retry, outcomes())
@@ -381,33 +399,38 @@ def with_call_with_retry(scenario, monkeypatch):
     checker = (lambda error: False) if unreachable_at else None
     outcome = outcome_of(lambda: retry.call_with_retry(do, lambda error: None, checker))
     monkeypatch.undo()
-    return outcome, retry
+    return outcome, retry, events
 
 
 def with_cluster_loop(scenario):
     backoff, retries, extras, outcomes, sleep, unreachable_at = scenario
-    retry = make_retry(backoff, retries, extras)
+    retry, events = make_retry(backoff, retries, extras)
     loop = Loop(retry, outcomes(), sleep or time.sleep, unreachable_at)
-    return outcome_of(lambda: run(loop)), retry
+    return outcome_of(lambda: run(loop)), retry, events
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_cluster_loop_counts_as_call_with_retry(name, monkeypatch):
     """The same policy and the same attempts through call_with_retry and
     through the patched cluster loop: the same outcome, the same counters
-    (slept_seconds within scheduling noise) and the same budget left."""
-    expected, reference = with_call_with_retry(SCENARIOS[name], monkeypatch)
-    outcome, retry = with_cluster_loop(SCENARIOS[name])
+    (slept_seconds within scheduling noise), the same budget left and the
+    same calls of on_retry and on_give_up."""
+    expected, reference, expected_events = with_call_with_retry(SCENARIOS[name], monkeypatch)
+    outcome, retry, events = with_cluster_loop(SCENARIOS[name])
     want, got = reference.stats.snapshot(), retry.stats.snapshot()
     assert_stats_add_up(got)
     assert got.pop("slept_seconds") == pytest.approx(want.pop("slept_seconds"), abs=0.05)
     assert got == want
     assert retry.budget.tokens == reference.budget.tokens
     if name == "checker":
-        # The loop raises what it raises instead of the retry.
+        # The loop raises what it raises instead of the retry, which it had
+        # decided on: one retry announced, then the give-up.
         assert expected == ("raised", "ConnectionError") and outcome == ("raised", "Unreachable")
+        assert expected_events == [("give_up", 1, None, "not_retryable")]
+        assert events == [("retry", 1, 0, None), ("give_up", 1, None, "not_retryable")]
     else:
         assert outcome == expected
+        assert events == expected_events
 
 
 def test_split_command_pipeline_retries_count_as_the_commands():

@@ -193,3 +193,42 @@ def test_checker_referring_to_its_retry(flavor):
     before = instances(cls)
     assert_collected(build())
     assert instances(cls) == before
+
+
+def test_a_hook_referring_to_its_retry():
+    """on_retry holds its Retry (a bound method of an object that holds it):
+    the block's traverse visits the hooks."""
+
+    class Owner:
+        def hook(self, event):
+            pass
+
+    owner = Owner()
+    owner.retry = Retry(backoff.NoBackoff(), 1, on_retry=owner.hook, on_give_up=owner.hook)
+    ref = weakref.ref(owner)
+    del owner
+    assert_collected(ref)
+
+
+def test_a_second_module_instance_is_freed_after_a_hook_ran():
+    """The event a hook let go waits for reuse holding no reference (not even
+    to its type): the module of a second _speedups instance (as a
+    subinterpreter has) is still collected."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("redis_backoff_c._speedups")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    failed = []
+
+    def do():
+        if not failed:
+            failed.append(1)
+            raise redis.exceptions.ConnectionError("once")
+        return 1
+
+    retry = module.Retry(backoff.NoBackoff(), 1, on_retry=lambda event: None)
+    assert retry.call_with_retry(do, lambda error: None) == 1
+    ref = weakref.ref(module)
+    del module, retry, spec
+    assert_collected(ref)

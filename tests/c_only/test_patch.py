@@ -873,6 +873,8 @@ def test_plain_patch_installs_plain_retries():
         ({"stats": object()}, TypeError, "stats"),
         ({"writes": "at_most_once"}, ValueError, "writes"),
         ({"writes": 1}, TypeError, "writes"),
+        ({"on_retry": 1}, TypeError, "on_retry"),
+        ({"on_give_up": "print"}, TypeError, "on_give_up"),
     ],
 )
 def test_patch_refuses_bad_extras_before_patching(kwargs, error, name):
@@ -922,3 +924,29 @@ def test_plain_patch_leaves_the_writes_alone():
     redis_backoff_c.patch()
     assert redis.Redis().get_retry().writes == "at-least-once"
     assert vars(redis.connection.AbstractConnection)["send_packed_command"] is send
+
+
+def test_patched_client_calls_the_hooks():
+    """patch(on_retry=, on_give_up=): the default Retry of every client and
+    connection carries them, and a real connection failure calls them."""
+    events = []
+
+    def on_retry(event):
+        events.append(("retry", event.attempt, type(event.error).__name__))
+
+    def on_give_up(event):
+        events.append(("give_up", event.attempt, event.reason))
+
+    with redis_backoff_c.patched(on_retry=on_retry, on_give_up=on_give_up):
+        client = redis.Redis(host="127.0.0.1", port=_closed_port(), socket_connect_timeout=0.5)
+        retry = client.connection_pool.make_connection().retry
+        assert (retry.on_retry, retry.on_give_up) == (on_retry, on_give_up)
+        retry.update_retries(2)  # this connection's copy only
+        client.get_retry().update_retries(2)
+        with pytest.raises(redis.exceptions.ConnectionError):
+            client.ping()
+        client.close()
+    assert not hasattr(_default(redis.client.Redis.__init__, "retry"), "on_retry")  # redis-py's
+    retries = [e for e in events if e[0] == "retry"]
+    assert retries and all(kind == "ConnectionError" for _, _, kind in retries)
+    assert events[-1] == ("give_up", 3, "exhausted")

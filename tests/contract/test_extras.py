@@ -23,7 +23,7 @@ import pytest
 import redis.exceptions
 import redis.retry
 from leakcheck import assert_no_leak
-from support import EXTRAS, FLAVORS, assert_outcomes_add_up, never
+from support import EXTRAS, FLAVORS, assert_outcomes_add_up, assert_stats_add_up, never
 
 import redis_backoff_c
 import redis_backoff_c.asyncio.retry as async_retry_module
@@ -1447,3 +1447,275 @@ def test_the_table_can_be_extended(monkeypatch):
         writes.add_read_only(3)
     for name, reason in writes.SAFE_TO_REPEAT.items():
         assert name not in writes.READ_ONLY and reason, name
+
+
+# ------------------------------------------------- on_retry and on_give_up
+
+
+def recording_hooks():
+    """on_retry and on_give_up appending ("retry" | "give_up", event) to one list."""
+    events = []
+    return (
+        events,
+        (lambda event: events.append(("retry", event))),
+        (lambda event: events.append(("give_up", event))),
+    )
+
+
+def summary(events):
+    """(kind, attempt, delay, reason) of each recorded event."""
+    return [(kind, e.attempt, e.delay, e.reason) for kind, e in events]
+
+
+def test_a_retry_and_an_exhausted_give_up_call_the_hooks(flavor, extras):
+    events, on_retry, on_give_up = recording_hooks()
+    stats = extras.RetryStats()
+    retry = flavor.Retry(
+        ConstantBackoff(0.25), 2, stats=stats, on_retry=on_retry, on_give_up=on_give_up
+    )
+    do = always_failing()
+    with pytest.raises(CE) as raised:
+        flavor.call(retry, do)
+    assert summary(events) == [
+        ("retry", 1, 0.25, None),
+        ("retry", 2, 0.25, None),
+        ("give_up", 3, None, "exhausted"),
+    ]
+    assert events[-1][1].error is raised.value  # the error the caller gets
+    assert all(isinstance(e.error, CE) for _, e in events)
+    assert flavor.slept == [0.25, 0.25]  # each on_retry came before its sleep
+    assert_stats_add_up(stats.snapshot())
+    event = events[0][1]
+    assert tuple(event) == (event.attempt, event.error, event.delay, event.reason)
+
+
+def test_an_unhandled_error_after_a_retry_is_no_give_up(flavor, extras):
+    """A call that retried once, then met an error it does not catch: no
+    give-up (on either asyncio design, whose caught path starts the call
+    with nothing recorded)."""
+    events, on_retry, on_give_up = recording_hooks()
+    retry = flavor.Retry(NoBackoff(), 3, on_retry=on_retry, on_give_up=on_give_up)
+    for error in (KeyError("not supported"), ValueError("nor this")):
+        with pytest.raises(type(error)):
+            flavor.call(retry, failing([CE("first"), error]))
+    assert summary(events) == [("retry", 1, 0, None)] * 2
+
+
+def test_the_events_hash_as_their_tuples(flavor, extras):
+    """Equal to the tuple of their fields, and hashed as it (a tuple caches
+    its hash from 3.14: an event made, or reused, must not carry one)."""
+    kept, seen = [], []
+    retry = flavor.Retry(
+        NoBackoff(),
+        3,
+        on_retry=kept.append,
+        on_give_up=lambda event: seen.append((hash(event), hash(tuple(event)), tuple(event))),
+    )
+    for _ in range(3):
+        with pytest.raises(CE):
+            flavor.call(retry, always_failing())
+    for event in kept:
+        assert event == tuple(event) and hash(event) == hash(tuple(event))
+    assert len(seen) == 3 and all(a == b for a, b, _ in seen)
+    assert [t[0] for _, _, t in seen] == [4, 4, 4]
+
+
+def test_a_hook_that_raises_the_error_it_was_given(flavor, extras):
+    """A BaseException retried (in supported_errors) and raised again by
+    on_retry: the call ends with it, never its own context."""
+
+    class Stop(BaseException):
+        pass
+
+    def raise_it(event):
+        raise event.error
+
+    retry = flavor.Retry(NoBackoff(), 3, supported_errors=(Stop,), on_retry=raise_it)
+    with pytest.raises(Stop) as raised:
+        flavor.call(retry, failing([Stop()]))
+    assert raised.value.__context__ is not raised.value
+
+
+def test_a_success_and_an_unhandled_error_call_neither_hook(flavor, extras):
+    events, on_retry, on_give_up = recording_hooks()
+    retry = flavor.Retry(NoBackoff(), 3, on_retry=on_retry, on_give_up=on_give_up)
+    assert flavor.call(retry, failing([], then="ok")) == "ok"
+    with pytest.raises(KeyError):
+        flavor.call(retry, failing([KeyError("not a supported error")]))
+    assert flavor.call(retry, failing([CE("once")], then="ok")) == "ok"
+    assert summary(events) == [("retry", 1, 0, None)]  # NoBackoff: no sleep, a retry all the same
+    assert flavor.slept == []
+
+
+@pytest.mark.parametrize("checker", ["own", "call"])
+def test_a_not_retryable_error_gives_up_at_its_attempt(flavor, extras, checker):
+    events, on_retry, on_give_up = recording_hooks()
+    rejected = CE("rejected")
+    own = (lambda error: error is not rejected) if checker == "own" else None
+    retry = flavor.Retry(NoBackoff(), 5, is_retryable=own, on_retry=on_retry, on_give_up=on_give_up)
+    kwargs = {"is_retryable": lambda error: error is not rejected} if checker == "call" else {}
+    with pytest.raises(CE) as raised:
+        flavor.call(retry, failing([CE("first"), rejected]), **kwargs)
+    assert raised.value is rejected
+    assert summary(events) == [("retry", 1, 0, None), ("give_up", 2, None, "not_retryable")]
+    assert events[-1][1].error is rejected
+
+
+def test_the_budget_and_the_deadline_give_up_with_their_reason(flavor, extras):
+    events, on_retry, on_give_up = recording_hooks()
+    budget = extras.RetryBudget(2, 0.1)  # one failed attempt leaves 1 token: at half, no retry
+    retry = flavor.Retry(NoBackoff(), 5, budget=budget, on_give_up=on_give_up)
+    with pytest.raises(CE):
+        flavor.call(retry, always_failing())
+    retry = flavor.Retry(ConstantBackoff(60), 5, deadline=1.0, on_give_up=on_give_up)
+    with pytest.raises(CE):
+        flavor.call(retry, always_failing())  # a 60 s sleep would pass the deadline
+    assert summary(events) == [("give_up", 1, None, "budget"), ("give_up", 1, None, "deadline")]
+    assert flavor.slept == []
+
+
+def test_an_attempt_that_may_have_run_gives_up_with_its_reason(flavor, extras):
+    events, on_retry, on_give_up = recording_hooks()
+    retry = flavor.Retry(
+        NoBackoff(), 5, writes="at-most-once", on_retry=on_retry, on_give_up=on_give_up
+    )
+    # Raised by no redis-py frame: nothing says where it failed, so it may have run.
+    with pytest.raises(CE):
+        flavor.call(retry, always_failing())
+    assert summary(events) == [("give_up", 1, None, "may_have_run")]
+
+
+def test_a_hook_that_raises_changes_nothing_and_is_logged(flavor, extras, caplog):
+    def broken(event):
+        raise ValueError(f"broken hook at attempt {event.attempt}")
+
+    plain_stats, hooked_stats = extras.RetryStats(), extras.RetryStats()
+    plain = flavor.Retry(ConstantBackoff(0.5), 2, stats=plain_stats)
+    hooked = flavor.Retry(
+        ConstantBackoff(0.5), 2, stats=hooked_stats, on_retry=broken, on_give_up=broken
+    )
+    outcomes = []
+    for retry in (plain, hooked):
+        do = always_failing()
+        with caplog.at_level("ERROR", logger="redis_backoff_c"):
+            with pytest.raises(CE) as raised:
+                flavor.call(retry, do)
+        outcomes.append((do.attempts, type(raised.value), str(raised.value)))
+    assert outcomes[0] == outcomes[1]
+    assert flavor.slept == [0.5, 0.5, 0.5, 0.5]
+    assert counters(plain_stats)[0] == counters(hooked_stats)[0]
+    reports = [r for r in caplog.records if r.name == "redis_backoff_c"]
+    assert [str(r.exc_info[1]) for r in reports] == [
+        "broken hook at attempt 1",
+        "broken hook at attempt 2",
+        "broken hook at attempt 3",
+    ]
+    assert all(r.levelname == "ERROR" and "broken" in r.getMessage() for r in reports)
+
+
+def test_a_keyboard_interrupt_in_a_hook_ends_the_call(flavor, extras):
+    def interrupt(event):
+        raise KeyboardInterrupt
+
+    stats = extras.RetryStats()
+    retry = flavor.Retry(NoBackoff(), 3, stats=stats, on_retry=interrupt)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        flavor.call(retry, always_failing())
+    assert isinstance(raised.value.__context__, CE)
+    assert stats.aborted == 1  # as if interrupted in its sleep
+    retry = flavor.Retry(NoBackoff(), 0, stats=stats, on_give_up=interrupt)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        flavor.call(retry, always_failing())
+    assert isinstance(raised.value.__context__, CE)
+    assert stats.give_ups_exhausted == 1 and stats.aborted == 1  # the give-up stays counted
+    assert_stats_add_up(stats.snapshot())
+
+
+def test_a_hook_that_changes_the_retry_it_runs_under(flavor, extras):
+    """A hook that drops the hooks, or every extra, of its Retry: the call
+    goes on with what the Retry holds at each step, and nothing breaks."""
+    seen = []
+    retry = None
+
+    def drop_everything(event):
+        seen.append(event.attempt)
+        retry.on_retry = None
+        retry.on_give_up = None
+        retry.stats = None
+
+    stats = extras.RetryStats()
+    retry = flavor.Retry(
+        NoBackoff(), 3, stats=stats, on_retry=drop_everything, on_give_up=drop_everything
+    )
+    with pytest.raises(CE):
+        flavor.call(retry, always_failing())
+    assert seen == [1]
+    assert retry.on_retry is None and retry.stats is None
+    assert stats.calls == 1 and stats.give_ups_exhausted == 0  # counted while it was set
+
+
+def test_the_hooks_as_parameters_and_attributes(flavor, extras):
+    def hook(event):
+        pass
+
+    for name in ("on_retry", "on_give_up"):
+        with pytest.raises(
+            TypeError, match=rf"Retry\(\) argument '{name}' must be callable or None, not int"
+        ):
+            flavor.Retry(NoBackoff(), 1, **{name: 3})
+        retry = flavor.Retry(NoBackoff(), 1, **{name: hook})
+        assert getattr(retry, name) is hook
+        assert retry != flavor.Retry(NoBackoff(), 1)
+        assert retry == flavor.Retry(NoBackoff(), 1, **{name: hook})
+        assert retry != flavor.Retry(NoBackoff(), 1, **{name: lambda event: None})  # by identity
+        assert hash(retry) == hash(flavor.Retry(NoBackoff(), 1))
+        assert f", {name}={hook!r})" in repr(retry)
+        for twin in (copy.copy(retry), copy.deepcopy(retry)):
+            assert getattr(twin, name) is hook  # shared, never deep-copied
+        with pytest.raises(TypeError, match=rf"Retry.{name}\(\) argument 'value' must be callable"):
+            setattr(retry, name, "print")
+        with pytest.raises(AttributeError):
+            delattr(retry, name)
+        setattr(retry, name, None)
+        assert getattr(retry, name) is None and retry == flavor.Retry(NoBackoff(), 1)
+
+
+def test_the_hooks_travel_in_a_pickle(flavor, extras):
+    retry = flavor.Retry(NoBackoff(), 1, on_retry=print, on_give_up=len)
+    # From protocol 3: before it, pickle writes TimeoutError (a default
+    # supported error) as OSError, for Python 2.
+    for protocol in range(3, pickle.HIGHEST_PROTOCOL + 1):
+        twin = pickle.loads(pickle.dumps(retry, protocol))
+        assert twin.on_retry is print and twin.on_give_up is len and twin == retry
+
+
+def test_the_events_type(extras):
+    """A tuple with the four named fields: the C types' struct sequence
+    (redis_backoff_c.RetryEvent), the twin's NamedTuple."""
+    events, on_retry, on_give_up = recording_hooks()
+    retry = extras.Retry(NoBackoff(), 1, on_retry=on_retry, on_give_up=on_give_up)
+    with pytest.raises(CE):
+        retry.call_with_retry(always_failing(), lambda error: None)
+    from redis_backoff_c import hooks
+
+    expected = (
+        redis_backoff_c._impl.speedups.RetryEvent if extras is EXTRAS["c"] else hooks.RetryEvent
+    )
+    for _, event in events:
+        assert type(event) is expected
+        assert isinstance(event, tuple) and len(event) == 4
+    assert [e.reason for _, e in events] == [None, "exhausted"]
+    assert events[1][1].reason in hooks.REASONS
+
+
+def test_a_failure_loop_with_hooks_leaks_nothing(flavor, extras):
+    def hook(event):
+        pass
+
+    retry = flavor.Retry(NoBackoff(), 2, on_retry=hook, on_give_up=hook)
+
+    def run():
+        with pytest.raises(CE):
+            flavor.call(retry, always_failing())
+
+    assert_no_leak(run, watched=(hook,))

@@ -27,6 +27,7 @@ from redis_backoff_c import (
     default_backoff,
 )
 from redis_backoff_c.asyncio.retry import Retry as AsyncRetry
+from redis_backoff_c.metrics import OTelRetryMetrics, RetryStatsCollector, register_otel_metrics
 from redis_backoff_c.retry import Retry
 
 
@@ -146,3 +147,14 @@ def with_a_checker() -> tuple[Retry, AsyncRetry]:
     checker = aretry.is_retryable
     assert checker is None or checker(ConnectionError())
     return retry, aretry
+
+
+def exported(
+    stats: redis_backoff_c.RetryStats,
+) -> tuple[RetryStatsCollector, OTelRetryMetrics]:
+    """The C RetryStats is what both exporters take, alone or by name."""
+    collector = RetryStatsCollector({"cache": stats}, labels={"service": "api"})
+    with register_otel_metrics(stats, attributes={"service.name": "api"}) as registration:
+        names: tuple[str, ...] = registration.instrument_names
+    assert names
+    return collector, registration
