@@ -160,13 +160,39 @@ def policy(retry_module, backoff_module, **extras):
     return retry_module.Retry(backoff, RETRIES, **extras)
 
 
-def assert_failover_counted(stats, flavor: str) -> None:
+class HookCounts:
+    """on_retry and on_give_up of the patched run's Retry: how often each
+    was called (by the client's loops, the cluster's and the pipelines')."""
+
+    def __init__(self):
+        self.retries = 0
+        self.give_ups = 0
+
+    def on_retry(self, event):
+        self.retries += 1
+
+    def on_give_up(self, event):
+        self.give_ups += 1
+
+    def extras(self):
+        return {"on_retry": self.on_retry, "on_give_up": self.on_give_up}
+
+
+def assert_failover_counted(stats, flavor: str, hooks: HookCounts) -> None:
     """The patched run's RetryStats: every command and transaction counted
     once, with one outcome, and (redis-py 8.2 and later, whose cluster loop
-    patch() reaches, see redis_backoff_c._cluster) the failover's retries."""
+    patch() reaches, see redis_backoff_c._cluster) the failover's retries.
+    The hooks were called for each give-up, and for each retry (one whose
+    sleep was interrupted is announced, not counted a retry: aborted)."""
     snapshot = stats.snapshot()
-    print(f"[{flavor}] patched run's stats: {snapshot}")
+    print(
+        f"[{flavor}] patched run's stats: {snapshot}; hooks: {hooks.retries} on_retry, "
+        f"{hooks.give_ups} on_give_up"
+    )
     assert_stats_add_up(snapshot)
+    give_ups = sum(value for name, value in snapshot.items() if name.startswith("give_ups_"))
+    assert hooks.give_ups == give_ups, (hooks.give_ups, snapshot)
+    assert snapshot["retries"] <= hooks.retries <= snapshot["retries"] + snapshot["aborted"]
     if not CLUSTER_LOOP_COUNTED:
         # Only the transactions (a third of the stream) are counted.
         assert snapshot["successes"] >= 1, snapshot
@@ -187,16 +213,18 @@ def test_sync_through_failover(cluster):
     assert_sync_c_types(client, nodes_too=False)
     explicit = sync_run(cluster, "C Retry", client)
 
-    stats = redis_backoff_c.RetryStats()
+    stats, hooks = redis_backoff_c.RetryStats(), HookCounts()
     with redis_backoff_c.patched():
-        client = sync_client(cluster, policy(redis.retry, redis.backoff, stats=stats))
+        client = sync_client(
+            cluster, policy(redis.retry, redis.backoff, stats=stats, **hooks.extras())
+        )
         client.ping()  # connects to a node: its Retry(NoBackoff(), 0) exists
         assert_sync_c_types(client, nodes_too=True)
         patched = sync_run(cluster, "patched", client)
 
     assert_errors_bounded(explicit, reference, ERROR_SLACK)
     assert_errors_bounded(patched, reference, ERROR_SLACK)
-    assert_failover_counted(stats, "sync")
+    assert_failover_counted(stats, "sync", hooks)
 
 
 # --- asyncio ------------------------------------------------------------
@@ -254,14 +282,14 @@ def test_asyncio_through_failover(cluster):
         lambda: policy(redis_backoff_c.asyncio.retry, redis_backoff_c.backoff),
         check=lambda client: assert_async_c_types(client, nodes_too=False),
     )
-    stats = redis_backoff_c.RetryStats()
+    stats, hooks = redis_backoff_c.RetryStats(), HookCounts()
     with redis_backoff_c.patched():
         patched = async_run(
             cluster,
             "patched asyncio",
-            lambda: policy(redis.asyncio.retry, redis.backoff, stats=stats),
+            lambda: policy(redis.asyncio.retry, redis.backoff, stats=stats, **hooks.extras()),
             check=lambda client: assert_async_c_types(client, nodes_too=True),
         )
     assert_errors_bounded(explicit, reference, ERROR_SLACK)
     assert_errors_bounded(patched, reference, ERROR_SLACK)
-    assert_failover_counted(stats, "asyncio")
+    assert_failover_counted(stats, "asyncio", hooks)
