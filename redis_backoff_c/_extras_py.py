@@ -429,6 +429,23 @@ def _check_hook(owner: str, name: str, value: Any) -> None:
         )
 
 
+def _hook_property(name: str, doc: str) -> Any:
+    """The attribute on_retry or on_give_up (`name`) of the twin Retry: None
+    or a callable, stored in the instance __dict__ while set; not deleted."""
+
+    def get(self: _Extras) -> Callable[[RetryEvent], object] | None:
+        return self._get(name)  # type: ignore[no-any-return]
+
+    def set_(self: _Extras, value: Callable[[RetryEvent], object] | None) -> None:
+        _check_hook(f"Retry.{name}", "value", value)
+        self._store(name, value)
+
+    def delete(self: _Extras) -> NoReturn:
+        raise AttributeError(f"cannot delete attribute '{name}'")
+
+    return property(get, set_, delete, doc)
+
+
 def _check_callable(obj: Any, name: str) -> None:
     if not callable(obj):
         raise TypeError(
@@ -572,33 +589,12 @@ class _Extras:
     def writes(self) -> NoReturn:
         raise AttributeError("cannot delete attribute 'writes'")
 
-    @property
-    def on_retry(self) -> Callable[[RetryEvent], object] | None:
-        """Called with a RetryEvent before each retry (redis_backoff_c.hooks)."""
-        return self._get("on_retry")  # type: ignore[no-any-return]
-
-    @on_retry.setter
-    def on_retry(self, value: Callable[[RetryEvent], object] | None) -> None:
-        _check_hook("Retry.on_retry", "value", value)
-        self._store("on_retry", value)
-
-    @on_retry.deleter
-    def on_retry(self) -> NoReturn:
-        raise AttributeError("cannot delete attribute 'on_retry'")
-
-    @property
-    def on_give_up(self) -> Callable[[RetryEvent], object] | None:
-        """Called with a RetryEvent when a call gives up (redis_backoff_c.hooks)."""
-        return self._get("on_give_up")  # type: ignore[no-any-return]
-
-    @on_give_up.setter
-    def on_give_up(self, value: Callable[[RetryEvent], object] | None) -> None:
-        _check_hook("Retry.on_give_up", "value", value)
-        self._store("on_give_up", value)
-
-    @on_give_up.deleter
-    def on_give_up(self) -> NoReturn:
-        raise AttributeError("cannot delete attribute 'on_give_up'")
+    on_retry = _hook_property(
+        "on_retry", "Called with a RetryEvent before each retry (redis_backoff_c.hooks)."
+    )
+    on_give_up = _hook_property(
+        "on_give_up", "Called with a RetryEvent when a call gives up (redis_backoff_c.hooks)."
+    )
 
     def _has_extras(self) -> bool:
         state = vars(self)

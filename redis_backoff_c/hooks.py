@@ -55,8 +55,8 @@ _logger = logging.getLogger("redis_backoff_c")
 
 
 class RetryEvent(NamedTuple):
-    """What a hook is told (the pure-Python twin's; the C types hand a
-    struct sequence with the same fields)."""
+    """What a hook is told (the pure-Python twin's; the C types hand their
+    own tuple type with the same fields, redis_backoff_c.RetryEvent)."""
 
     #: Failed attempts of the call so far, this one included.
     attempt: int

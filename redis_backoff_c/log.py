@@ -74,7 +74,7 @@ _SWEEP_AT: Final = 1024
 
 class _Event(Protocol):
     """What the hooks are given: the twin's RetryEvent or the C types'
-    struct sequence, read by attribute only."""
+    (a tuple with named fields either way), read by attribute only."""
 
     @property
     def attempt(self) -> int: ...

@@ -1690,7 +1690,7 @@ def test_the_hooks_travel_in_a_pickle(flavor, extras):
 
 
 def test_the_events_type(extras):
-    """A tuple with the four named fields: the C types' struct sequence
+    """A tuple with the four named fields: the C types' own tuple type
     (redis_backoff_c.RetryEvent), the twin's NamedTuple."""
     events, on_retry, on_give_up = recording_hooks()
     retry = extras.Retry(NoBackoff(), 1, on_retry=on_retry, on_give_up=on_give_up)

@@ -5,7 +5,7 @@ and the logger, the rate limit, and that logging never breaks a retry loop.
 Every test drives real call_with_retry loops, so the hook is given the
 events the loop makes; it runs over the C types and their pure-Python twin
 through the `extras` fixture of conftest.py (the hook reads the events by
-attribute only: the twin's RetryEvent and the C struct sequence alike)."""
+attribute only: the twin's RetryEvent and the C one alike)."""
 
 import asyncio
 import logging
