@@ -684,9 +684,12 @@ def _count_cluster_commands(module: types.ModuleType, records: list[_Record]) ->
     """redis-py 8.2's cluster command loop (RedisCluster.execute_command and
     AbstractRedisCluster._retry_backoff_delay) gets the extras of a C Retry
     (see redis_backoff_c._cluster)."""
-    from redis_backoff_c import _cluster
+    from redis_backoff_c import _cluster, _pipeline_writes
 
-    for target, key, old, new in _cluster.patch_module(module, _give_default_extras):
+    changes = _cluster.patch_module(module, _give_default_extras)
+    if module.__name__ in _cluster.MODULES:
+        changes += _pipeline_writes.patches()
+    for target, key, old, new in changes:
         setattr(target, key, new)
         records.append(_Record(target, key, old, new, f"{_qualname(target)}.{key}"))
 

@@ -388,13 +388,18 @@ def _judge(error: BaseException) -> bool:
     when the failed attempt may have run, the error marked so."""
     if not _attempt_may_have_run(error):
         return False
+    _mark(error)
+    return True
+
+
+def _mark(error: BaseException) -> None:
+    """Mark `error` as ending a call whose attempt may have run."""
     try:
         setattr(error, _MARK, True)
         if sys.version_info >= (3, 11) and _NOTE not in getattr(error, "__notes__", ()):
             error.add_note(_NOTE)
     except (AttributeError, TypeError):
         pass  # an error that takes no attribute: raised unmarked, still not retried
-    return True
 
 
 # --- Before a write: a connection the server has closed ------------------
