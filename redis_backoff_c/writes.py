@@ -42,6 +42,7 @@ have run, and is not retried.  So the policy can only err towards raising.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import threading
@@ -330,13 +331,17 @@ def _commands_of(frame: FrameType, role: str) -> list[Sequence[Any]] | None:
 class _Attempt:
     """What the traceback tells of the failed attempt."""
 
-    __slots__ = ("entry", "commands", "phase", "first")
+    __slots__ = ("entry", "commands", "phase", "first", "buffered")
 
     def __init__(self, error: BaseException) -> None:
         self.entry: str | None = None
         self.commands: list[Sequence[Any]] | None = None
         self.phase: str | None = None
         self.first: str | None = None
+        # The write that failed was asyncio's: what the socket did not take
+        # waits in the transport's buffer, and closing the connection
+        # flushes it, so the server may read the whole command after all.
+        self.buffered = False
         for index, frame in enumerate(_frames(error.__traceback__)):
             role = _role(frame)
             if role is None:
@@ -355,6 +360,7 @@ class _Attempt:
                     self.entry = _COMMAND
                     self.commands = _commands_of(frame, _SEND)
                 self.phase = _SEND  # a deeper connect makes it _BEFORE
+                self.buffered = bool(frame.f_code.co_flags & inspect.CO_COROUTINE)
             elif role == _READ:
                 if self.phase is None:
                     self.phase = _READ
@@ -377,7 +383,9 @@ def _attempt_may_have_run(error: BaseException) -> bool:
     if attempt.commands is not None and all(is_safe_to_repeat(c) for c in attempt.commands):
         return False
     if attempt.phase == _SEND and attempt.entry in (_COMMAND, _TRANSACTION):
-        return False  # written in part: a command runs only once read whole
+        # written in part: a command runs only once read whole (not so in
+        # asyncio, where the rest is still sent)
+        return attempt.buffered
     if attempt.entry is None and attempt.phase is None and attempt.first == _CLUSTER_LOOP:
         return False  # the cluster loop failed before it sent anything
     return True
