@@ -249,6 +249,12 @@ _ROLES: Final[Mapping[str, str]] = {
     "on_connect_check_health": _BEFORE,
     "check_health": _BEFORE,
     "get_connection": _BEFORE,
+    # Sentinel's connect: asking the sentinels for the address, connecting
+    "_connect_retry": _BEFORE,
+    "get_master_address": _BEFORE,
+    "rotate_slaves": _BEFORE,
+    "discover_master": _BEFORE,
+    "discover_slaves": _BEFORE,
     "send_packed_command": _SEND,
     "send_command": _SEND,
     "read_response": _READ,
@@ -284,6 +290,36 @@ _REFUSED: Final = tuple(
     if hasattr(redis.exceptions, name)
 )
 _REDIS_DIR: Final = os.path.dirname(os.path.abspath(redis.__file__)) + os.sep
+#: The error a master that turns into a replica unblocks its blocked
+#: clients with: the blocking command did nothing.
+_UNBLOCKED_BY_DEMOTION: Final = (
+    "UNBLOCKED force unblock from blocking operation, instance state changed"
+)
+
+
+def _refused(error: BaseException) -> bool:
+    """The server refused the command with a reply, and did not run it:
+    the reply's error, or the ConnectionError redis-py's own code rewraps
+    it in (Sentinel's connection turns a demoted master's ``READONLY``,
+    and the ``UNBLOCKED`` a demotion ends a blocking command with, into
+    ``ConnectionError("The previous master is now a slave")``)."""
+    if isinstance(error, _REFUSED):
+        return True
+    reply = error.__context__
+    if not isinstance(error, redis.exceptions.ConnectionError) or reply is None:
+        return False
+    if not (
+        isinstance(reply, _REFUSED)
+        or (
+            isinstance(reply, redis.exceptions.ResponseError)
+            and str(reply).startswith(_UNBLOCKED_BY_DEMOTION)
+        )
+    ):
+        return False
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_REDIS_DIR)
 
 
 def _role(frame: FrameType) -> str | None:
@@ -376,7 +412,7 @@ def _attempt_may_have_run(error: BaseException) -> bool:
         return False
     if attempt.first == _READ:
         return False  # do() itself is a read: it wrote nothing
-    if attempt.entry in (None, _COMMAND) and isinstance(error, _REFUSED):
+    if attempt.entry in (None, _COMMAND) and _refused(error):
         return False
     if attempt.entry == _TRANSACTION and isinstance(error, redis.exceptions.ExecAbortError):
         return False

@@ -98,7 +98,10 @@ def test_an_asyncio_write_that_times_out_runs_once(side, redis_server, capsys):
     runs = round(server.strlen("big") / CHUNK)
     server.close()
     with capsys.disabled():
-        print(f"\n    at-most-once: {side} asyncio APPEND 32 MiB timed out: ran {runs} time(s)", end="")
+        print(
+            f"\n    at-most-once: {side} asyncio APPEND 32 MiB timed out: ran {runs} time(s)",
+            end="",
+        )
     if side == "redis-py":
         assert runs == 2, outcome
         return
