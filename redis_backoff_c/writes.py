@@ -141,9 +141,14 @@ def may_have_run(error: BaseException) -> bool:
 # PSETEX: the repeat overwrites that client's write; a program that accepts
 # "last writer wins" says so with add_last_writer_wins()); and WAIT and
 # WAITAOF, which write nothing but answer for the writes made earlier on
-# the same connection: their retry runs on a new connection, which has
-# made none, so it would reply at once with every replica (or fsync) as
-# acknowledging, whatever happened to the writes of the lost connection.
+# the same connection.  Their retry runs on a new connection.  The server
+# waits for the replication offset of the connection's last write, which on
+# current servers moves only when one of its commands is propagated: a new
+# connection, which has written nothing, waits for nothing, and its WAIT
+# replies at once with every connected replica as acknowledging, whatever
+# became of the lost connection's writes.  (redis-server 7.0 moves it after
+# every command, so there a retry after redis-py's handshake does wait;
+# sent first on a connection, WAIT 1 500 replies 1 at once even there.)
 
 
 def _key(name: object) -> str:

@@ -203,8 +203,8 @@ READS = {
     "SORT": (sort, "SORT", True),
     "SORT ... STORE": (sort_store, "SORT", False),
     # WAIT writes nothing, but answers for the writes made earlier on the
-    # same connection: the retry's new connection has made none, so its
-    # WAIT replies at once, whatever became of them.  Not retried.
+    # same connection; the retry's new connection has made none (see
+    # writes.py's command table).  Not retried.
     "WAIT": (lambda c: c.wait(0, 0), "WAIT", False),
 }
 
