@@ -19,6 +19,7 @@ CLUSTER|MYSHARDID, WAITAOF), and none the other way.
 
 from __future__ import annotations
 
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -115,6 +116,21 @@ def test_table_agrees_with_the_server(redis_server):
         assert only_server == []
         assert only_table == []
         assert containers == _commands.CONTAINERS
+
+
+def test_the_generator_renders_the_committed_table():
+    """Whatever the server's version: scripts/gen_commands.py, given the
+    committed table's own commands, writes the committed file again (its
+    text, the rule in READ_ONLY's comment included, is the generator's)."""
+    if not GENERATOR.is_file():
+        pytest.skip(f"no {GENERATOR} (not run from a checkout)")
+    render = runpy.run_path(str(GENERATOR))["render"]
+    table = {
+        name: frozenset({"readonly"} if name in _commands.READ_ONLY else ())
+        for name in _commands.KNOWN
+    }
+    rendered = render(_commands.REDIS_VERSION, table, _commands.CONTAINERS)
+    assert rendered == Path(_commands.__file__).read_text()
 
 
 def test_generator_writes_the_committed_table(redis_server):
