@@ -72,6 +72,18 @@ def through_a_lost_reply(side, flavor, proxy, clients, operation, backoff=None):
     return outcome
 
 
+def over(name, cases, ids=None):
+    """The test over every side, each of `cases` (its argument `name`),
+    and both flavors."""
+
+    def parametrize(test):
+        test = pytest.mark.parametrize("side", SIDES)(test)
+        test = pytest.mark.parametrize(name, list(cases), ids=ids)(test)
+        return pytest.mark.parametrize("flavor", ["sync", "asyncio"])(test)
+
+    return parametrize
+
+
 def said(outcome):
     kind, value = outcome
     return f"returned {value!r}" if kind == "returned" else "raised the marked error"
@@ -97,9 +109,7 @@ EXPIRATIONS = {
 }
 
 
-@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
-@pytest.mark.parametrize("expiration", list(EXPIRATIONS))
-@pytest.mark.parametrize("side", SIDES)
+@over("expiration", EXPIRATIONS)
 def test_a_conditional_expiration_whose_reply_is_lost(
     side, expiration, flavor, proxy, server, clients, capsys
 ):
@@ -152,9 +162,7 @@ class AnotherWriter(redis.backoff.AbstractBackoff):
         return self  # redis-py copies the Retry it is given: one writer all the same
 
 
-@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
-@pytest.mark.parametrize("opt_in", [False, True], ids=["default", "last-writer-wins"])
-@pytest.mark.parametrize("side", SIDES)
+@over("opt_in", [False, True], ids=["default", "last-writer-wins"])
 def test_a_set_whose_reply_is_lost_with_another_writer(
     side, opt_in, flavor, proxy, server, clients, writes_table, capsys
 ):
@@ -209,9 +217,7 @@ READS = {
 }
 
 
-@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
-@pytest.mark.parametrize("read", list(READS))
-@pytest.mark.parametrize("side", SIDES)
+@over("read", READS)
 def test_a_read_without_the_readonly_flag_whose_reply_is_lost(
     side, read, flavor, proxy, server, clients, capsys
 ):
