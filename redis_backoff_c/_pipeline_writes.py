@@ -188,16 +188,9 @@ def _sync_pipeline(send: Callable[..., Any]) -> Callable[..., Any]:
     ) -> Any:
         if not _at_most_once(getattr(self._pipe, "retry", None)) or _ledger.get() is not None:
             return send(self, stack, raise_on_error, allow_redirections)
-        ledger: _Ledger = {}
-        token = _ledger.set(ledger)
-        response, raised = None, None
-        try:
-            response = send(self, stack, raise_on_error, allow_redirections)
-        except BaseException as error:
-            raised = error
-        finally:
-            _ledger.reset(token)
-        return _finish(stack, ledger, response, raised, raise_on_error, self.annotate_exception)
+        with _Run() as run:
+            run.response = send(self, stack, raise_on_error, allow_redirections)
+        return _finish(stack, run, raise_on_error, self.annotate_exception)
 
     wrapper._redis_backoff_c_wraps = send  # type: ignore[attr-defined]
     return wrapper
@@ -264,16 +257,9 @@ def _async_pipeline(execute: Callable[..., Any]) -> Callable[..., Any]:
         if not _at_most_once(getattr(client, "retry", None)) or _ledger.get() is not None:
             return await execute(self, raise_on_error, allow_redirections)
         stack = list(self._command_queue)  # execute() empties the queue
-        ledger: _Ledger = {}
-        token = _ledger.set(ledger)
-        response, raised = None, None
-        try:
-            response = await execute(self, raise_on_error, allow_redirections)
-        except BaseException as error:
-            raised = error
-        finally:
-            _ledger.reset(token)
-        return _finish(stack, ledger, response, raised, raise_on_error, _annotate_async)
+        with _Run() as run:
+            run.response = await execute(self, raise_on_error, allow_redirections)
+        return _finish(stack, run, raise_on_error, _annotate_async)
 
     wrapper._redis_backoff_c_wraps = execute  # type: ignore[attr-defined]
     return wrapper
@@ -313,11 +299,28 @@ class _hidden:
                 command.result = _MayHaveRun(error)
 
 
+class _Run:
+    """One pipeline's execute(): its ledger set for it, and what redis-py
+    returned or raised (held, for :func:`_finish`)."""
+
+    def __init__(self) -> None:
+        self.ledger: _Ledger = {}
+        self.response: Any = None
+        self.raised: BaseException | None = None
+
+    def __enter__(self) -> _Run:
+        self.token = _ledger.set(self.ledger)
+        return self
+
+    def __exit__(self, kind: object, raised: BaseException | None, tb: object) -> bool:
+        _ledger.reset(self.token)
+        self.raised = raised
+        return True  # _finish raises it, or the error that came first
+
+
 def _finish(
     stack: Sequence[Any],
-    ledger: _Ledger,
-    response: Any,
-    raised: BaseException | None,
+    run: _Run,
     raise_on_error: bool,
     annotate: Callable[[BaseException, int, Sequence[Any]], None],
 ) -> Any:
@@ -325,6 +328,7 @@ def _finish(
     again; then redis-py's outcome, with the settled errors in it: the
     first error in the pipeline's order raised (annotated as redis-py
     annotates it), or the reply list."""
+    ledger, response, raised = run.ledger, run.response, run.raised
     if not ledger:
         if raised is not None:
             raise raised

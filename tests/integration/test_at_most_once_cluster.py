@@ -202,6 +202,13 @@ def test_at_most_once_retries_a_read(flavor, cluster, server):
     assert_stats_add_up(stats.snapshot())
 
 
+# redis-py 8.0/8.1: the cluster's default Retry gets no extras from patch()
+# and its loop is not hooked (docs/at-most-once.md: not covered there).
+PIPELINES_HOOKED = pytest.mark.skipif(
+    not CLUSTER_LOOP_HOOKED, reason="redis-py 8.0/8.1's cluster is not covered (documented)"
+)
+
+
 def pipeline_incr(flavor):
     """A cluster pipeline of one INCR of KEY, as a function of the client."""
     if flavor == "sync":
@@ -234,6 +241,7 @@ def test_redis_py_runs_a_pipelined_write_twice(flavor, cluster, server, capsys):
     assert runs == 2
 
 
+@PIPELINES_HOOKED
 @pytest.mark.parametrize("flavor", ["sync", "asyncio"])
 def test_at_most_once_runs_a_pipelined_write_once(flavor, cluster, server, capsys):
     stats = redis_backoff_c.RetryStats()
@@ -272,6 +280,7 @@ def test_at_most_once_retries_a_pipelined_read(flavor, cluster, server):
     assert outcome == [b"41"]
 
 
+@PIPELINES_HOOKED
 @pytest.mark.parametrize("flavor", ["sync", "asyncio"])
 def test_at_most_once_pipeline_replies_without_raising(flavor, cluster, server, capsys):
     """raise_on_error=False: the INCR's marked error stands in the reply
@@ -307,6 +316,7 @@ def test_at_most_once_pipeline_replies_without_raising(flavor, cluster, server, 
         assert not redis_backoff_c.may_have_run(outcome[1])
 
 
+@PIPELINES_HOOKED
 @pytest.mark.parametrize("flavor", ["sync", "asyncio"])
 def test_at_most_once_pipeline_error_is_annotated(flavor, cluster, server):
     """The error raised names the command, as redis-py's pipeline does."""
