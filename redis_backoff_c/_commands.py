@@ -13,7 +13,9 @@ from __future__ import annotations
 REDIS_VERSION = "8.0.6"
 
 #: Every command whose flags include readonly (the server's own flag: commands that
-#: touch no key, such as PING, INFO or CONFIG|GET, lack it).
+#: touch no key, such as PING, INFO or CONFIG|GET, lack it).  The only flag that makes
+#: a command safe to retry under writes="at-most-once"; every other command needs
+#: an entry in redis_backoff_c.writes.SAFE_TO_REPEAT, with its reason.
 READ_ONLY: frozenset[str] = frozenset(
     {
         "BITCOUNT",

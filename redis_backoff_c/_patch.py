@@ -684,9 +684,12 @@ def _count_cluster_commands(module: types.ModuleType, records: list[_Record]) ->
     """redis-py 8.2's cluster command loop (RedisCluster.execute_command and
     AbstractRedisCluster._retry_backoff_delay) gets the extras of a C Retry
     (see redis_backoff_c._cluster)."""
-    from redis_backoff_c import _cluster
+    from redis_backoff_c import _cluster, _pipeline_writes
 
-    for target, key, old, new in _cluster.patch_module(module, _give_default_extras):
+    changes = _cluster.patch_module(module, _give_default_extras)
+    if module.__name__ in _cluster.MODULES:
+        changes += _pipeline_writes.patches()
+    for target, key, old, new in changes:
         setattr(target, key, new)
         records.append(_Record(target, key, old, new, f"{_qualname(target)}.{key}"))
 
@@ -761,16 +764,32 @@ def _imported(module: types.ModuleType) -> None:
 # --- The public functions -------------------------------------------------
 
 
-def _fallback_report() -> PatchReport:
+def _fallback_patch(extras: dict[str, object]) -> PatchReport:
+    """patch() without the C extension: no class is replaced (the report
+    says why), but ``writes="at-most-once"`` still installs what the
+    twin's at-most-once Retry needs from redis-py: the check of a held
+    connection before each write, and the cluster pipelines' ledger (see
+    redis_backoff_c.writes), in the redis modules imported by then;
+    unpatch() takes them out."""
+    from redis_backoff_c import _pipeline_writes
     from redis_backoff_c._impl import FALLBACK_REASON
 
     reason = f"the C extension is not in use: {FALLBACK_REASON}"
+    records: list[_Record] = []
+    with _lock:
+        if extras["writes"] is not None and not _state.records:
+            records = _guard_writes()  # recorded in _state already
+            for target, key, old, new in _pipeline_writes.patches():
+                setattr(target, key, new)
+                record = _Record(target, key, old, new, f"{_qualname(target)}.{key}")
+                records.append(record)
+                _state.records.append(record)
     return PatchReport(
         implementation="python",
         active=False,
         classes={},
         missing={f"{source}.{name}": reason for source, _, names in _SOURCES for name in names},
-        replaced=(),
+        replaced=tuple(record.label for record in records),
         already_patched=False,
     )
 
@@ -802,7 +821,7 @@ def patch(
     given = (deadline, budget, stats, writes, on_retry, on_give_up)
     extras = _checked_extras(given)
     if speedups is None:
-        return _fallback_report()
+        return _fallback_patch(extras)
     dropins = _dropins()
     with _lock:
         already = _state.active
@@ -881,8 +900,8 @@ def unpatch() -> tuple[str, ...]:
     Returns the locations restored; a no-op when not patched.
     """
     with _lock:
-        if not _state.active:
-            return ()
+        if not _state.active and not _state.records:
+            return ()  # (without the extension, patch(writes=) leaves records)
         if _state.finder is not None and _state.finder in sys.meta_path:
             sys.meta_path.remove(_state.finder)
         restored: list[str] = []

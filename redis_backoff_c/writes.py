@@ -14,10 +14,15 @@ cannot have run or running it again changes nothing:
   command it has not read whole, and drops a transaction without its EXEC),
   or the server refused it (``LOADING``, ``CLUSTERDOWN``, ``TRYAGAIN``,
   ``MOVED``, ``READONLY``, ``OOM``, ``NOPERM``, ``EXECABORT``...);
-- every command of the attempt is read-only (the server's own flag, in
-  :data:`READ_ONLY`, generated from ``COMMAND`` of the Redis version in
-  :data:`REDIS_VERSION`) or safe to repeat (:data:`SAFE_TO_REPEAT`, each
-  with its reason);
+- every command of the attempt is read-only or safe to repeat.  The rule:
+  the server's ``readonly`` flag is the only one that makes a command safe
+  to retry (:data:`READ_ONLY`, generated from ``COMMAND`` of the Redis
+  version in :data:`REDIS_VERSION`); every other command needs an entry in
+  :data:`SAFE_TO_REPEAT`, with its reason: running it again leaves what
+  running it once leaves, and replies as it would have, even when another
+  client wrote in between (so no conditional write, and no plain ``SET``
+  unless the program opts in to "last writer wins" with
+  :func:`add_last_writer_wins`);
 - the attempt only read (a pub/sub client waiting for messages).
 
 Every other failure is raised at once, as the error it is (``except
@@ -42,6 +47,7 @@ have run, and is not retried.  So the policy can only err towards raising.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import threading
@@ -60,6 +66,7 @@ __all__ = [
     "READ_ONLY",
     "REDIS_VERSION",
     "SAFE_TO_REPEAT",
+    "add_last_writer_wins",
     "add_read_only",
     "add_safe_to_repeat",
     "is_safe_to_repeat",
@@ -76,10 +83,20 @@ _lock = threading.Lock()
 _read_only: set[str] = set(_commands.READ_ONLY)
 #: name -> (reason, condition on the command's arguments or None).
 _safe: dict[str, tuple[str, Callable[[Sequence[Any]], bool] | None]] = {}
+#: Containers named by added entries ("FT.CONFIG" of "FT.CONFIG GET") that
+#: the server's table does not have.
+_containers: set[str] = set()
 
-#: Commands flagged read-only: the server's metadata, and those added.
+#: Commands flagged ``readonly`` by the server (its COMMAND reply, the
+#: Redis version in :data:`REDIS_VERSION`), and those added with
+#: :func:`add_read_only`.  ``readonly`` is the only flag of the server's
+#: that makes a command safe to retry.
 READ_ONLY: frozenset[str] = frozenset(_read_only)
-#: Writes that are safe to repeat, with the reason for each.
+#: Every other command that is safe to retry, with the reason for each:
+#: reads of the server's own state (no key, so no ``readonly`` flag),
+#: commands that set the connection's state to the same again, reads whose
+#: writing form is left out by a condition (``SORT`` without ``STORE``),
+#: and those added (:func:`add_safe_to_repeat`, :func:`add_last_writer_wins`).
 SAFE_TO_REPEAT: Mapping[str, str] = MappingProxyType({})
 
 _MARK: Final = "_redis_backoff_c_may_have_run"
@@ -95,6 +112,44 @@ def may_have_run(error: BaseException) -> bool:
 
 
 # --- The command table --------------------------------------------------
+#
+# The rule.  After an attempt that may have run, a command is retried when
+# it is read-only or safe to repeat, and only then:
+#
+# - Read-only: the server's ``readonly`` flag (its COMMAND reply, in
+#   _commands.READ_ONLY, which scripts/gen_commands.py writes from a real
+#   redis-server).  The server gives it to the commands that read keys and
+#   write none.  No other flag says that a command writes nothing: ``fast``,
+#   ``loading``, ``stale``, ``admin``, ``noscript``, ``pubsub`` say when or
+#   by whom it may run, not what it does; and a command that touches no key
+#   (PING, INFO, CONFIG GET, ROLE) carries no ``readonly``, though it
+#   writes nothing.
+# - Safe to repeat: every other command needs an entry in SAFE_TO_REPEAT,
+#   with its reason (and, where only some of its forms are, a condition on
+#   its arguments).  "Safe to repeat" means: running it again leaves what
+#   running it once leaves, and replies as it would have, even when another
+#   client wrote in between.  The entries here, by kind: commands with no
+#   effect; commands that set the connection's own state, the same again;
+#   reads of the server's own state (none carries the ``write`` flag); and
+#   reads flagged ``write`` for a form that stores (SORT ... STORE), listed
+#   with a condition that leaves that form out.  The integration tests check
+#   each kind against the COMMAND reply of the server they run.
+#
+# So not repeated, whatever the server's flags: a conditional write (SET NX,
+# EXPIREAT NX/XX/GT/LT: the repeat replies 0 where the first run set it; an
+# EXPIREAT in the past deletes the key, the repeat replies 0); a write of a
+# value another client may have changed meanwhile (SET, MSET, SETEX,
+# PSETEX: the repeat overwrites that client's write; a program that accepts
+# "last writer wins" says so with add_last_writer_wins()); and WAIT and
+# WAITAOF, which write nothing but answer for the writes made earlier on
+# the same connection.  Their retry runs on a new connection.  The server
+# waits for the replication offset of the connection's last write, which on
+# current servers moves only when one of its commands is propagated: a new
+# connection, which has written nothing, waits for nothing, and its WAIT
+# replies at once with every connected replica as acknowledging, whatever
+# became of the lost connection's writes.  (redis-server 7.0 moves it after
+# every command, so there a retry after redis-py's handshake does wait;
+# sent first on a connection, WAIT 1 500 replies 1 at once even there.)
 
 
 def _key(name: object) -> str:
@@ -105,12 +160,24 @@ def _key(name: object) -> str:
     return "|".join(name.upper().split())
 
 
+def _container_of(key: str) -> None:
+    # An added "NAME|SUB" (of a module's command, say) makes NAME a container
+    # that _command_key splits.  Called with _lock held.
+    container, bar, _ = key.partition("|")
+    if bar and container not in _commands.CONTAINERS:
+        _containers.add(container)
+
+
 def add_read_only(*names: str) -> None:
     """Treat these commands as read-only (a module's commands, say):
-    ``add_read_only("JSON.GET", "CONFIG GET")``."""
+    ``add_read_only("JSON.GET", "FT.CONFIG GET")``.  A name of two words
+    is a subcommand: it matches ``("FT.CONFIG", "GET", ...)`` as well as
+    ``("FT.CONFIG GET", ...)``."""
     global READ_ONLY
     keys = [_key(name) for name in names]
     with _lock:
+        for key in keys:
+            _container_of(key)
         _read_only.update(keys)
         READ_ONLY = frozenset(_read_only)
 
@@ -118,10 +185,13 @@ def add_read_only(*names: str) -> None:
 def add_safe_to_repeat(
     name: str, reason: str, when: Callable[[Sequence[Any]], bool] | None = None
 ) -> None:
-    """Treat the write ``name`` as safe to repeat (running it twice leaves
-    what running it once leaves, and replies the same), for ``reason``;
-    ``when(args)`` (the whole command, name first) may narrow it to some
-    of its forms."""
+    """Treat the write ``name`` as safe to repeat (running it again leaves
+    what running it once leaves, and replies the same, even when another
+    client wrote in between), for ``reason``; ``when(args)`` may narrow it
+    to some of its forms.  ``args`` is the whole command, name first, as
+    redis-py sends it: a name given with arguments in one string
+    (``"CONFIG GET"``) split into words.  A name of two words is a
+    subcommand, as in :func:`add_read_only`."""
     global SAFE_TO_REPEAT
     if not isinstance(reason, str) or not reason:
         raise ValueError("add_safe_to_repeat() argument 'reason' must be a non-empty str")
@@ -129,6 +199,7 @@ def add_safe_to_repeat(
         raise TypeError("add_safe_to_repeat() argument 'when' must be callable or None")
     key = _key(name)
     with _lock:
+        _container_of(key)
         _safe[key] = (reason, when)
         SAFE_TO_REPEAT = MappingProxyType({k: r for k, (r, _) in _safe.items()})
 
@@ -139,27 +210,42 @@ def _word(value: object) -> str | None:
     return value.upper() if isinstance(value, str) else None
 
 
+def _split(args: Sequence[Any]) -> Sequence[Any]:
+    """The command as redis-py sends it: its first argument, when a str or
+    bytes of several words ("CONFIG GET", "SET k v NX"), split into them."""
+    head = args[0]
+    if isinstance(head, (str, bytes)):
+        words = head.split()
+        if len(words) > 1:
+            return (*words, *args[1:])
+    return args
+
+
 def _command_key(args: Sequence[Any]) -> str | None:
     """The table's name for a command (``"CONFIG|GET"`` for a subcommand),
     or None when its name is no str or bytes."""
     if not args:
         return None
-    head = _word(args[0])
-    if head is None:
+    args = _split(args)
+    name = _word(args[0])
+    name = name.strip() if name is not None else None
+    if not name:
         return None
-    words = head.split()
-    if not words:
-        return None
-    if words[0] in _commands.CONTAINERS:
-        sub = words[1] if len(words) > 1 else (_word(args[1]) if len(args) > 1 else None)
+    server_container = name in _commands.CONTAINERS
+    if len(args) > 1 and (server_container or name in _containers):
+        sub = _word(args[1])
         if sub:
-            return f"{words[0]}|{sub}"
-    return words[0]
+            key = f"{name}|{sub}"
+            # A container of the program's own ("FT.CONFIG") may be added
+            # whole as well: its subcommands that are not added are it.
+            if server_container or key in _read_only or key in _safe:
+                return key
+    return name
 
 
 def is_safe_to_repeat(args: Sequence[Any]) -> bool:
     """Is the command ``args`` (name first, as redis-py's execute_command
-    takes it) read-only, or a write that is safe to repeat?"""
+    takes it) read-only, or safe to repeat?"""
     key = _command_key(args)
     if key is None:
         return False
@@ -169,19 +255,28 @@ def is_safe_to_repeat(args: Sequence[Any]) -> bool:
     if entry is None:
         return False
     condition = entry[1]
-    return condition is None or bool(condition(args))
+    return condition is None or bool(condition(_split(args)))
 
 
 def _plain_set(args: Sequence[Any]) -> bool:
-    # SET key value [EX s | PX ms | EXAT | PXAT | KEEPTTL]: the same value
-    # again.  Not with NX, XX, GET or a compare (IFEQ...): a repeat replies
-    # otherwise than the first run.
+    # SET key value [EX s | PX ms | EXAT | PXAT | KEEPTTL]: not with NX, XX,
+    # GET or a compare (IFEQ...): a repeat replies otherwise than the first
+    # run.  A value spelled "nx" counts too (it errs towards raising).
     return not any(_word(arg) in _CONDITIONAL_SET for arg in args[3:])
 
 
-_CONDITIONAL_SET: Final = frozenset({"NX", "XX", "GET", "IFEQ", "IFNE", "IFDEQ", "IFDNE"})
+def _no_store(args: Sequence[Any]) -> bool:
+    # SORT, GEORADIUS, GEORADIUSBYMEMBER without STORE or STOREDIST: a read.
+    # A pattern or member spelled "store" counts too (it errs towards raising).
+    return not any(_word(arg) in _STORE for arg in args[2:])
 
-for _name, _reason, _when in (
+
+_CONDITIONAL_SET: Final = frozenset({"NX", "XX", "GET", "IFEQ", "IFNE", "IFDEQ", "IFDNE"})
+_STORE: Final = frozenset({"STORE", "STOREDIST"})
+_Entry = tuple[str, str, Callable[[Sequence[Any]], bool] | None]
+
+#: No effect, or the connection's own state set to the same again.
+_SAME_AGAIN: Final[tuple[_Entry, ...]] = (
     ("PING", "no effect", None),
     ("ECHO", "no effect", None),
     ("SELECT", "sets the connection's database: the same again", None),
@@ -197,29 +292,86 @@ for _name, _reason, _when in (
     ("UNSUBSCRIBE", "unsubscribing again changes nothing", None),
     ("PUNSUBSCRIBE", "unsubscribing again changes nothing", None),
     ("SUNSUBSCRIBE", "unsubscribing again changes nothing", None),
-    ("SET", "sets the same value again (not with NX, XX, GET or IFEQ...)", _plain_set),
-    ("MSET", "sets the same values again", None),
-    ("SETEX", "sets the same value again (its TTL counted from the repeat)", None),
-    ("PSETEX", "sets the same value again (its TTL counted from the repeat)", None),
-    ("EXPIREAT", "the same absolute expiry again", None),
-    ("PEXPIREAT", "the same absolute expiry again", None),
     ("SCRIPT|LOAD", "loads the same script, same SHA1", None),
-    # reads of the server's own state: no key, so the server's flags leave
-    # them without "readonly", yet they write nothing
-    ("INFO", "reads the server's state", None),
-    ("TIME", "reads the server's clock", None),
-    ("CONFIG|GET", "reads the configuration", None),
-    ("CLIENT|LIST", "reads the server's state", None),
-    ("CLIENT|INFO", "reads the connection's state", None),
-    ("CLIENT|GETNAME", "reads the connection's name", None),
-    ("CLIENT|ID", "reads the connection's id", None),
-    ("COMMAND", "reads the command table", None),
-    ("COMMAND|INFO", "reads the command table", None),
-    ("COMMAND|DOCS", "reads the command table", None),
-    ("COMMAND|COUNT", "reads the command table", None),
-    ("FUNCTION|LIST", "reads the loaded functions", None),
-):
+)
+
+#: Reads of the server's own state: they touch no key, so the server leaves
+#: them without the readonly flag, yet they write nothing.
+_STATE_READS: Final[tuple[_Entry, ...]] = tuple(
+    (name, reason, None)
+    for reason, names in (
+        ("reads the server's state", "INFO ROLE LASTSAVE CLIENT|LIST"),
+        ("reads the server's clock", "TIME"),
+        ("reads the configuration", "CONFIG|GET"),
+        (
+            "reads the connection's state",
+            "CLIENT|INFO CLIENT|GETNAME CLIENT|ID CLIENT|GETREDIR CLIENT|TRACKINGINFO",
+        ),
+        (
+            "reads the command table",
+            "COMMAND COMMAND|INFO COMMAND|DOCS COMMAND|COUNT COMMAND|LIST "
+            "COMMAND|GETKEYS COMMAND|GETKEYSANDFLAGS",
+        ),
+        ("reads the script cache", "SCRIPT|EXISTS"),
+        ("reads the loaded functions", "FUNCTION|LIST FUNCTION|DUMP FUNCTION|STATS"),
+        (
+            "reads the channels and their subscribers",
+            "PUBSUB|CHANNELS PUBSUB|NUMSUB PUBSUB|NUMPAT PUBSUB|SHARDCHANNELS PUBSUB|SHARDNUMSUB",
+        ),
+        ("reads the slow log", "SLOWLOG|GET SLOWLOG|LEN"),
+        (
+            "reads the latency monitor",
+            "LATENCY|LATEST LATENCY|HISTORY LATENCY|DOCTOR LATENCY|GRAPH LATENCY|HISTOGRAM",
+        ),
+        ("reads the memory's state", "MEMORY|STATS MEMORY|DOCTOR MEMORY|MALLOC-STATS"),
+        ("reads the users and their rules", "ACL|WHOAMI ACL|LIST ACL|GETUSER ACL|USERS ACL|CAT"),
+        (
+            "reads the cluster's state",
+            "CLUSTER|INFO CLUSTER|NODES CLUSTER|SLOTS CLUSTER|SHARDS CLUSTER|MYID "
+            "CLUSTER|KEYSLOT CLUSTER|COUNTKEYSINSLOT CLUSTER|GETKEYSINSLOT CLUSTER|LINKS",
+        ),
+    )
+    for name in names.split()
+)
+
+#: Flagged write for a form that stores its result: without it, a read.
+_READS_UNLESS_STORED: Final[tuple[_Entry, ...]] = (
+    ("SORT", "reads, without STORE", _no_store),
+    ("GEORADIUS", "reads, without STORE or STOREDIST", _no_store),
+    ("GEORADIUSBYMEMBER", "reads, without STORE or STOREDIST", _no_store),
+)
+
+for _name, _reason, _when in (*_SAME_AGAIN, *_STATE_READS, *_READS_UNLESS_STORED):
     add_safe_to_repeat(_name, _reason, _when)
+
+# How the reason of every entry add_last_writer_wins() adds begins.
+_LWW_REASON: Final = (
+    "last writer wins: a repeat can overwrite another client's write made in between"
+)
+_LAST_WRITER_WINS: Final[tuple[_Entry, ...]] = (
+    ("SET", " (plain SET only: not with NX, XX, GET or IFEQ...)", _plain_set),
+    ("MSET", "", None),
+    ("SETEX", " (its TTL counted from the repeat)", None),
+    ("PSETEX", " (its TTL counted from the repeat)", None),
+)
+
+
+def add_last_writer_wins() -> None:
+    """Repeat plain ``SET`` (not with ``NX``, ``XX``, ``GET`` or a
+    comparison such as ``IFEQ``), ``MSET``, ``SETEX`` and ``PSETEX`` after
+    an attempt that may have run, as redis-py does.
+
+    Not the default, because "last writer wins": when our ``SET k A`` loses
+    its reply and another client runs ``SET k B`` before the retry, the
+    retry makes it ``A`` again, and the other client's write is lost with
+    no error anywhere.  With no other writer of those keys, or where the
+    newest value does not matter, the repeat is harmless, and a program
+    that says so here gets the retry instead of the marked error.  For the
+    whole process, from the call on; each entry's reason in
+    :data:`SAFE_TO_REPEAT` says "last writer wins: a repeat can overwrite
+    another client's write made in between"."""
+    for name, detail, when in _LAST_WRITER_WINS:
+        add_safe_to_repeat(name, _LWW_REASON + detail, when)
 
 
 # --- Reading the attempt from the traceback ------------------------------
@@ -248,6 +400,12 @@ _ROLES: Final[Mapping[str, str]] = {
     "on_connect_check_health": _BEFORE,
     "check_health": _BEFORE,
     "get_connection": _BEFORE,
+    # Sentinel's connect: asking the sentinels for the address, connecting
+    "_connect_retry": _BEFORE,
+    "get_master_address": _BEFORE,
+    "rotate_slaves": _BEFORE,
+    "discover_master": _BEFORE,
+    "discover_slaves": _BEFORE,
     "send_packed_command": _SEND,
     "send_command": _SEND,
     "read_response": _READ,
@@ -283,6 +441,36 @@ _REFUSED: Final = tuple(
     if hasattr(redis.exceptions, name)
 )
 _REDIS_DIR: Final = os.path.dirname(os.path.abspath(redis.__file__)) + os.sep
+#: The error a master that turns into a replica unblocks its blocked
+#: clients with: the blocking command did nothing.
+_UNBLOCKED_BY_DEMOTION: Final = (
+    "UNBLOCKED force unblock from blocking operation, instance state changed"
+)
+
+
+def _refused(error: BaseException) -> bool:
+    """The server refused the command with a reply, and did not run it:
+    the reply's error, or the ConnectionError redis-py's own code rewraps
+    it in (Sentinel's connection turns a demoted master's ``READONLY``,
+    and the ``UNBLOCKED`` a demotion ends a blocking command with, into
+    ``ConnectionError("The previous master is now a slave")``)."""
+    if isinstance(error, _REFUSED):
+        return True
+    reply = error.__context__
+    if not isinstance(error, redis.exceptions.ConnectionError) or reply is None:
+        return False
+    if not (
+        isinstance(reply, _REFUSED)
+        or (
+            isinstance(reply, redis.exceptions.ResponseError)
+            and str(reply).startswith(_UNBLOCKED_BY_DEMOTION)
+        )
+    ):
+        return False
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_REDIS_DIR)
 
 
 def _role(frame: FrameType) -> str | None:
@@ -330,13 +518,17 @@ def _commands_of(frame: FrameType, role: str) -> list[Sequence[Any]] | None:
 class _Attempt:
     """What the traceback tells of the failed attempt."""
 
-    __slots__ = ("entry", "commands", "phase", "first")
+    __slots__ = ("entry", "commands", "phase", "first", "buffered")
 
     def __init__(self, error: BaseException) -> None:
         self.entry: str | None = None
         self.commands: list[Sequence[Any]] | None = None
         self.phase: str | None = None
         self.first: str | None = None
+        # The write that failed was asyncio's: what the socket did not take
+        # waits in the transport's buffer, and closing the connection
+        # flushes it, so the server may read the whole command after all.
+        self.buffered = False
         for index, frame in enumerate(_frames(error.__traceback__)):
             role = _role(frame)
             if role is None:
@@ -355,6 +547,7 @@ class _Attempt:
                     self.entry = _COMMAND
                     self.commands = _commands_of(frame, _SEND)
                 self.phase = _SEND  # a deeper connect makes it _BEFORE
+                self.buffered = bool(frame.f_code.co_flags & inspect.CO_COROUTINE)
             elif role == _READ:
                 if self.phase is None:
                     self.phase = _READ
@@ -370,14 +563,16 @@ def _attempt_may_have_run(error: BaseException) -> bool:
         return False
     if attempt.first == _READ:
         return False  # do() itself is a read: it wrote nothing
-    if attempt.entry in (None, _COMMAND) and isinstance(error, _REFUSED):
+    if attempt.entry in (None, _COMMAND) and _refused(error):
         return False
     if attempt.entry == _TRANSACTION and isinstance(error, redis.exceptions.ExecAbortError):
         return False
     if attempt.commands is not None and all(is_safe_to_repeat(c) for c in attempt.commands):
         return False
     if attempt.phase == _SEND and attempt.entry in (_COMMAND, _TRANSACTION):
-        return False  # written in part: a command runs only once read whole
+        # written in part: a command runs only once read whole (not so in
+        # asyncio, where the rest is still sent)
+        return attempt.buffered
     if attempt.entry is None and attempt.phase is None and attempt.first == _CLUSTER_LOOP:
         return False  # the cluster loop failed before it sent anything
     return True
@@ -388,13 +583,18 @@ def _judge(error: BaseException) -> bool:
     when the failed attempt may have run, the error marked so."""
     if not _attempt_may_have_run(error):
         return False
+    _mark(error)
+    return True
+
+
+def _mark(error: BaseException) -> None:
+    """Mark `error` as ending a call whose attempt may have run."""
     try:
         setattr(error, _MARK, True)
         if sys.version_info >= (3, 11) and _NOTE not in getattr(error, "__notes__", ()):
             error.add_note(_NOTE)
     except (AttributeError, TypeError):
         pass  # an error that takes no attribute: raised unmarked, still not retried
-    return True
 
 
 # --- Before a write: a connection the server has closed ------------------

@@ -202,7 +202,10 @@ REDIS_VERSION = "{version}"
                     "READ_ONLY",
                     read_only,
                     "Every command whose flags include readonly (the server's own flag: "
-                    "commands that\n#: touch no key, such as PING, INFO or CONFIG|GET, lack it).",
+                    "commands that\n#: touch no key, such as PING, INFO or CONFIG|GET, lack it).  "
+                    "The only flag that makes\n#: a command safe to retry under "
+                    'writes="at-most-once"; every other command needs\n#: an entry in '
+                    "redis_backoff_c.writes.SAFE_TO_REPEAT, with its reason.",
                 ),
                 name_set("KNOWN", set(table), "Every command and subcommand the server reported."),
                 name_set("CONTAINERS", containers, "The commands that have subcommands."),

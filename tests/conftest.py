@@ -68,6 +68,20 @@ def _python_random_source():
 
 
 @pytest.fixture
+def writes_table(monkeypatch):
+    """redis_backoff_c.writes, its command table restored after the test
+    (add_read_only(), add_safe_to_repeat() and add_last_writer_wins() change
+    it for the whole process)."""
+    from redis_backoff_c import writes
+
+    for name in ("_read_only", "_safe", "_containers"):
+        monkeypatch.setattr(writes, name, type(getattr(writes, name))(getattr(writes, name)))
+    for name in ("READ_ONLY", "SAFE_TO_REPEAT"):
+        monkeypatch.setattr(writes, name, getattr(writes, name))
+    return writes
+
+
+@pytest.fixture
 def sleeps(impl, monkeypatch):
     """The delays `impl`'s Retry would have slept, in order; nothing sleeps."""
     return patch_sleep(impl, monkeypatch)

@@ -68,6 +68,7 @@ class RedisServer:
             "--save", "",
             "--daemonize", "no",
             "--protected-mode", "no",
+            "--enable-debug-command", "local",  # DEBUG SLEEP holds it busy
             "--logfile", str(self.log),
         ]  # fmt: skip
 

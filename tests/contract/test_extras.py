@@ -1414,10 +1414,50 @@ def test_a_judge_that_changes_the_retry(flavor, extras, judge):
         (("BLPOP", "l", 0), False),
         (("EVAL", "return 1", 0), False),
         (("PUBLISH", "c", "m"), False),
-        (("SET", "k", "v"), True),
-        (("SET", "k", "v", "EX", 10), True),
-        (("SET", "k", "v", "NX"), False),
-        (("SET", "k", "v", b"get"), False),
+        # last writer wins: not by default (add_last_writer_wins())
+        (("SET", "k", "v"), False),
+        (("MSET", "k", "v"), False),
+        (("SETEX", "k", 10, "v"), False),
+        (("PSETEX", "k", 10, "v"), False),
+        # conditional: the repeat replies 0 where the first run set it
+        (("EXPIREAT", "k", 1, "NX"), False),
+        (("EXPIREAT", "k", 1), False),
+        (("PEXPIREAT", "k", 1), False),
+        # reads the server leaves without the readonly flag
+        (("ROLE",), True),
+        (("LASTSAVE",), True),
+        (("SCRIPT", "EXISTS", "abc"), True),
+        (("SCRIPT", "FLUSH"), False),
+        (("PUBSUB NUMSUB", "c"), True),
+        (("SLOWLOG", "GET", 10), True),
+        (("SLOWLOG", "RESET"), False),
+        (("LATENCY", "HISTORY", "command"), True),
+        (("LATENCY", "RESET"), False),
+        (("MEMORY", "STATS"), True),
+        (("MEMORY", "PURGE"), False),
+        (("ACL", "WHOAMI"), True),
+        (("ACL", "SETUSER", "u"), False),
+        (("CLUSTER", "NODES"), True),
+        (("cluster slots",), True),
+        (("CLUSTER", "RESET"), False),
+        (("CLIENT", "TRACKINGINFO"), True),
+        (("COMMAND", "GETKEYS", "SET", "k", "v"), True),
+        (("FUNCTION", "DUMP"), True),
+        (("FUNCTION", "FLUSH"), False),
+        # they answer for the lost connection's writes: a new one has none
+        (("WAIT", 1, 0), False),
+        (("WAITAOF", 1, 0, 0), False),
+        # reads unless they store
+        (("SORT", "l"), True),
+        (("SORT", "l", "BY", "w_*", "GET", "#", "DESC"), True),
+        (("SORT", "l", "STORE", "dst"), False),
+        ((b"sort", b"l", b"store", b"dst"), False),
+        (("SORT l STORE dst",), False),  # redis-py splits a name of several words
+        (("SORT", "store"), True),  # a key named "store"
+        (("GEORADIUS", "g", 0, 0, 1, "km"), True),
+        (("GEORADIUS", "g", 0, 0, 1, "km", "STOREDIST", "d"), False),
+        (("GEORADIUSBYMEMBER", "g", "m", 1, "km", "STORE", "d"), False),
+        (("GEORADIUSBYMEMBER", "g", "m", 1, "km", "WITHDIST"), True),
         (("PING",), True),
         (("SUBSCRIBE", "c"), True),
         (("NO-SUCH-COMMAND",), False),
@@ -1431,17 +1471,15 @@ def test_which_commands_are_safe_to_repeat(args, safe):
     assert writes.is_safe_to_repeat(args) is safe
 
 
-def test_the_table_can_be_extended(monkeypatch):
-    from redis_backoff_c import writes
-
-    monkeypatch.setattr(writes, "_read_only", set(writes._read_only))
-    monkeypatch.setattr(writes, "_safe", dict(writes._safe))
+def test_the_table_can_be_extended(writes_table):
+    writes = writes_table
     assert not writes.is_safe_to_repeat(("JSON.GET", "k"))
     writes.add_read_only("json.get", b"FT.SEARCH")
     assert writes.is_safe_to_repeat(("JSON.GET", "k")) and "FT.SEARCH" in writes.READ_ONLY
     writes.add_safe_to_repeat("HSET", "the same fields again", lambda args: len(args) == 4)
     assert writes.is_safe_to_repeat(("HSET", "h", "f", "v"))
     assert not writes.is_safe_to_repeat(("HSET", "h", "f", "v", "g", "w"))
+    assert writes.is_safe_to_repeat(("HSET h", "f", "v"))  # the condition gets the words
     assert writes.SAFE_TO_REPEAT["HSET"] == "the same fields again"
     with pytest.raises(ValueError, match="'reason' must be a non-empty str"):
         writes.add_safe_to_repeat("X", "")
@@ -1451,6 +1489,56 @@ def test_the_table_can_be_extended(monkeypatch):
         writes.add_read_only(3)
     for name, reason in writes.SAFE_TO_REPEAT.items():
         assert name not in writes.READ_ONLY and reason, name
+
+
+def test_a_subcommand_of_a_module_can_be_added(writes_table):
+    # A module's container (FT.CONFIG) is none of the server's: its
+    # subcommand, added as "NAME SUB", matches the command however redis-py
+    # is given it.
+    writes = writes_table
+    forms = [("FT.CONFIG", "GET", "TIMEOUT"), (b"ft.config", b"get", b"*"), ("ft.config get", "*")]
+    assert not any(writes.is_safe_to_repeat(args) for args in forms)
+    writes.add_read_only("FT.CONFIG GET")
+    assert all(writes.is_safe_to_repeat(args) for args in forms)
+    assert "FT.CONFIG|GET" in writes.READ_ONLY
+    assert not writes.is_safe_to_repeat(("FT.CONFIG", "SET", "TIMEOUT", "1"))
+    assert not writes.is_safe_to_repeat(("FT.CONFIG",))
+    writes.add_safe_to_repeat("X.STATE SHOW", "reads the module's state")
+    assert writes.is_safe_to_repeat(("X.STATE", "show")) and "X.STATE|SHOW" in writes.SAFE_TO_REPEAT
+    assert not writes.is_safe_to_repeat(("X.STATE", "RESET"))
+    # A container added whole as well: its other subcommands are it.
+    writes.add_read_only("FT.INFO", "FT.INFO EXTRA")
+    assert writes.is_safe_to_repeat(("FT.INFO", "idx"))
+    assert writes.is_safe_to_repeat(("FT.INFO", "extra"))
+
+
+def test_last_writer_wins_is_an_opt_in(writes_table):
+    writes = writes_table
+    plain = [
+        ("SET", "k", "v"),
+        ("SET", "k", "v", "EX", 10),
+        ("MSET", "a", "1", "b", "2"),
+        ("SETEX", "k", 10, "v"),
+        ("PSETEX", "k", 10, "v"),
+        ("SET k v",),
+    ]
+    conditional = [
+        ("SET", "k", "v", "NX"),
+        ("SET", "k", "v", b"get"),
+        ("SET", "k", "v", "IFEQ", "w"),
+        ("SET k v XX",),
+        ("MSETNX", "a", "1"),
+        ("EXPIREAT", "k", 1),
+    ]
+    assert not any(writes.is_safe_to_repeat(args) for args in plain + conditional)
+    assert "add_last_writer_wins" in writes.__all__
+    writes.add_last_writer_wins()
+    assert all(writes.is_safe_to_repeat(args) for args in plain)
+    assert not any(writes.is_safe_to_repeat(args) for args in conditional)
+    for name in ("SET", "MSET", "SETEX", "PSETEX"):
+        assert writes.SAFE_TO_REPEAT[name].startswith(
+            "last writer wins: a repeat can overwrite another client's write made in between"
+        ), name
 
 
 # ------------------------------------------------- on_retry and on_give_up

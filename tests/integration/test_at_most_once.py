@@ -313,3 +313,95 @@ def test_pub_sub_reads_are_retried(side, proxy, server):
     snapshot = stats.snapshot()
     assert snapshot["give_ups_may_have_run"] == 0 and snapshot["retries"] >= 1
     assert_stats_add_up(snapshot)
+
+
+# Without the C extension (issue 37, finding 7): patch(writes=) installs the
+# check of a held connection all the same, for the twin's Retry.  A fresh
+# interpreter, since the choice of implementation is made at first import.
+FALLBACK_PROBE = """
+import asyncio, json, sys, warnings
+warnings.simplefilter("ignore")
+import redis, redis.asyncio
+import redis_backoff_c
+from redis_backoff_c import ConstantBackoff, Retry
+from redis_backoff_c.asyncio.retry import Retry as AsyncRetry
+
+port, flavor, guarded = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+report = redis_backoff_c.patch(writes="at-most-once") if guarded else None
+admin = redis.Redis(port=port)
+admin.delete("n")
+
+def kill_clients():
+    admin.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+
+def outcome(call):
+    try:
+        return call()
+    except redis.ConnectionError as error:
+        return "marked" if redis_backoff_c.may_have_run(error) else "error"
+
+if flavor == "sync":
+    retry = Retry(ConstantBackoff(0.05), 5, writes="at-most-once")
+    client = redis.Redis(port=port, retry=retry, single_connection_client=True)
+    first = client.incr("n")
+    kill_clients()
+    second = outcome(lambda: client.incr("n"))
+else:
+    async def main():
+        retry = AsyncRetry(ConstantBackoff(0.05), 5, writes="at-most-once")
+        client = redis.asyncio.Redis(port=port, retry=retry, single_connection_client=True)
+        first = await client.incr("n")
+        kill_clients()
+        await asyncio.sleep(0.1)  # the loop sees the EOF
+        try:
+            second = await client.incr("n")
+        except redis.ConnectionError as error:
+            second = "marked" if redis_backoff_c.may_have_run(error) else "error"
+        await client.aclose()
+        return first, second
+    first, second = asyncio.run(main())
+print(json.dumps({
+    "implementation": redis_backoff_c.IMPLEMENTATION,
+    "replaced": list(report.replaced) if report else [],
+    "first": first, "second": second, "n": int(admin.get("n")),
+    "unpatched": list(redis_backoff_c.unpatch()),
+}))
+"""
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["no patch", "patch(writes=)"])
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+def test_without_the_extension_patch_checks_held_connections(
+    flavor, guarded, redis_server, tmp_path, capsys
+):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "REDIS_BACKOFF_C_DISABLE": "1"}
+    probe = tmp_path / "probe.py"
+    probe.write_text(FALLBACK_PROBE)
+    ran = subprocess.run(
+        [sys.executable, "-I", str(probe), str(redis_server.port), flavor, str(int(guarded))],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr
+    found = json.loads(ran.stdout)
+    report(
+        capsys,
+        f"twin (no C) {flavor} single connection, killed between two INCRs, "
+        f"{'with' if guarded else 'without'} patch(writes=): "
+        f"second {found['second']}, n = {found['n']}",
+    )
+    assert found["implementation"] == "python"
+    assert found["first"] == 1
+    if guarded:
+        assert found["second"] == 2 and found["n"] == 2
+        assert any("send_packed_command" in label for label in found["replaced"])
+        assert sorted(found["unpatched"]) == sorted(found["replaced"])
+    else:
+        assert found["second"] == "marked" and found["n"] == 1

@@ -19,6 +19,7 @@ CLUSTER|MYSHARDID, WAITAOF), and none the other way.
 
 from __future__ import annotations
 
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -117,6 +118,21 @@ def test_table_agrees_with_the_server(redis_server):
         assert containers == _commands.CONTAINERS
 
 
+def test_the_generator_renders_the_committed_table():
+    """Whatever the server's version: scripts/gen_commands.py, given the
+    committed table's own commands, writes the committed file again (its
+    text, the rule in READ_ONLY's comment included, is the generator's)."""
+    if not GENERATOR.is_file():
+        pytest.skip(f"no {GENERATOR} (not run from a checkout)")
+    render = runpy.run_path(str(GENERATOR))["render"]
+    table = {
+        name: frozenset({"readonly"} if name in _commands.READ_ONLY else ())
+        for name in _commands.KNOWN
+    }
+    rendered = render(_commands.REDIS_VERSION, table, _commands.CONTAINERS)
+    assert rendered == Path(_commands.__file__).read_text()
+
+
 def test_generator_writes_the_committed_table(redis_server):
     """Against the very version the table came from, the generator's output
     is the committed file: nobody edited it by hand, and it is not stale."""
@@ -133,3 +149,62 @@ def test_generator_writes_the_committed_table(redis_server):
         timeout=30,
     ).stdout
     assert generated == Path(_commands.__file__).read_text()
+
+
+# ----------------------------------------------- the at-most-once policy's rule
+#
+# The server's readonly flag is the only one that makes a command safe to
+# retry (writes.READ_ONLY); every other command safe to retry has an entry
+# in writes.SAFE_TO_REPEAT, with its reason.  Checked here against the
+# server the tests run: an entry the server lacks is allowed only when it
+# runs another version than the table's, and the table has the command.
+
+
+def known_to(flags, version, names):
+    """The names the server knows; those it lacks must be the table's
+    version's own (printed)."""
+    missing = sorted(name for name in names if name not in flags)
+    assert set(missing) <= _commands.KNOWN, missing
+    if version == _commands.REDIS_VERSION:
+        assert missing == []
+    if missing:
+        print(f"\nnot in redis-server {version}: {' '.join(missing)}")
+    return [name for name in names if name in flags]
+
+
+def test_read_only_is_the_servers_readonly_flag(redis_server, writes_table):
+    flags, _ = server_commands(redis_server.port)
+    version = server_version(redis_server.port)
+    for name in known_to(flags, version, writes_table.READ_ONLY):
+        assert "readonly" in flags[name], name
+    # ... and every command the server flags readonly is retried.
+    for name, command_flags in flags.items():
+        if "readonly" in command_flags:
+            assert writes_table.is_safe_to_repeat(tuple(name.split("|"))), name
+
+
+def test_every_other_command_safe_to_retry_has_an_entry(redis_server, writes_table):
+    writes = writes_table
+    flags, _ = server_commands(redis_server.port)
+    version = server_version(redis_server.port)
+    writes.add_last_writer_wins()
+    entries = writes._safe
+    assert set(entries) <= _commands.KNOWN
+    for name in known_to(flags, version, list(entries)):
+        reason, when = entries[name]
+        assert reason and "readonly" not in flags[name], name
+        # A command the server flags write is listed only with a condition
+        # that leaves its writing forms out, or by the program's choice.
+        if "write" in flags[name]:
+            assert when is not None or reason.startswith("last writer wins: "), name
+    # The reads of the server's state: none carries the write flag.
+    state_reads = [name for name, _, _ in writes._STATE_READS]
+    for name in known_to(flags, version, state_reads):
+        assert "write" not in flags[name], (name, flags[name])
+    for name, _, _ in writes._SAME_AGAIN:
+        assert "write" not in flags.get(name, ()), name
+    for name, _, when in writes._READS_UNLESS_STORED:
+        assert "write" in flags[name] and when is not None, name
+    # Not repeated, whatever their flags: conditional writes, and WAIT.
+    for name in ("EXPIREAT", "PEXPIREAT", "WAIT", "WAITAOF", "MSETNX", "SETNX", "GETSET"):
+        assert name not in entries and name not in writes.READ_ONLY, name
