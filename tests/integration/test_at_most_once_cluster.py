@@ -325,3 +325,65 @@ def test_at_most_once_pipeline_error_is_annotated(flavor, cluster, server):
         outcome = through_fault(flavor, cluster, client, pipeline_incr(flavor))
     assert isinstance(outcome, redis.exceptions.TimeoutError), outcome
     assert "Command # 1 (INCRBY {amo}n 1) of pipeline caused error" in str(outcome), str(outcome)
+
+
+def slot_keys(cluster):
+    """Two keys whose slots live on different masters, the first on the
+    node keep_busy() holds busy (KEY's)."""
+    finder = redis.cluster.RedisCluster(host=HOST, port=cluster.ports[0], socket_timeout=5)
+    try:
+        busy = finder.get_node_from_key(KEY).name
+        other = next(
+            f"{{o{i}}}k" for i in range(1000) if finder.get_node_from_key(f"{{o{i}}}k").name != busy
+        )
+        return finder.get_node_from_key(other).port, other
+    finally:
+        finder.close()
+
+
+def dels_on(port):
+    """How many DELs the node at `port` has run (commandstats)."""
+    node = redis.Redis(host=HOST, port=port, socket_timeout=5)
+    try:
+        stats = node.info("commandstats").get("cmdstat_del", {})
+        return int(stats.get("calls", 0))
+    finally:
+        node.close()
+
+
+@pytest.mark.skipif(not CLUSTER_LOOP_HOOKED, reason="redis-py 8.2's cluster loop")
+@pytest.mark.parametrize("side", ["redis-py", "policy"])
+def test_a_multi_shard_write_is_judged_per_node(side, cluster, server, capsys):
+    """DEL of two keys on two masters (redis-py 8.2 splits it by slot), the
+    first master busy: the other runs its part at once, the busy one's read
+    times out and the node runs it when it wakes.  redis-py 8.2 keeps the answered node's reply and
+    sends again only the failed part: the busy node runs it twice with
+    redis-py's Retry; under the policy once, and the caller gets the
+    marked error.  The answered node runs its part once either way."""
+    other_port, other_key = slot_keys(cluster)
+    finder = redis.cluster.RedisCluster(host=HOST, port=cluster.ports[0], socket_timeout=5)
+    busy_port = finder.get_node_from_key(KEY).port
+    finder.close()
+    server.set(KEY, "1")
+    server.set(other_key, "2")
+    before = {busy_port: dels_on(busy_port), other_port: dels_on(other_port)}
+    if side == "redis-py":
+        client = make_client("sync", cluster, retry=ORIGINAL_RETRY(ConstantBackoff(RETRY_AFTER), 1))
+        outcome = through_fault("sync", cluster, client, "delete", KEY, other_key)
+    else:
+        with redis_backoff_c.patched(writes="at-most-once"):
+            client = make_client("sync", cluster)
+            outcome = through_fault("sync", cluster, client, "delete", KEY, other_key)
+    runs = {port: dels_on(port) - count for port, count in before.items()}
+    report(
+        capsys,
+        f"{side} DEL over two masters, one busy: {outcome!r}; "
+        f"busy node ran it {runs[busy_port]} time(s), the other {runs[other_port]}",
+    )
+    assert runs[other_port] == 1
+    if side == "redis-py":
+        assert runs[busy_port] == 2
+    else:
+        assert runs[busy_port] == 1
+        assert isinstance(outcome, redis.exceptions.TimeoutError), outcome
+        assert redis_backoff_c.may_have_run(outcome)
