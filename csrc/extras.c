@@ -1246,11 +1246,26 @@ event_repr(PyObject *self)
                                 PyTuple_GET_ITEM(self, 2), PyTuple_GET_ITEM(self, 3));
 }
 
-/* For pickle and copy: RetryEvent(*fields), as a NamedTuple's. */
+/* The fields, as a NamedTuple's __getnewargs__ gives them. */
 static PyObject *
 event_getnewargs(PyObject *self, PyObject *unused)
 {
     return PyTuple_GetSlice(self, 0, EVENT_FIELDS);
+}
+
+/* For pickle at every protocol and copy: RetryEvent(*fields).  Protocols
+ * 0 and 1 cannot rebuild a tuple type with a tp_new of its own from
+ * __getnewargs__ alone. */
+static PyObject *
+event_reduce(PyObject *self, PyObject *unused)
+{
+    PyObject *fields = event_getnewargs(self, NULL);
+    if (fields == NULL) {
+        return NULL;
+    }
+    PyObject *reduced = PyTuple_Pack(2, (PyObject *)Py_TYPE(self), fields);
+    Py_DECREF(fields);
+    return reduced;
 }
 
 static PyGetSetDef event_getset[] = {
@@ -1268,6 +1283,7 @@ static PyGetSetDef event_getset[] = {
 
 static PyMethodDef event_methods[] = {
     {"__getnewargs__", event_getnewargs, METH_NOARGS, NULL},
+    {"__reduce__", event_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1635,6 +1635,31 @@ def test_a_keyboard_interrupt_in_a_hook_ends_the_call(flavor, extras):
     assert_stats_add_up(stats.snapshot())
 
 
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_the_event_pickles_with_every_protocol(extras, protocol):
+    """A RetryEvent round-trips through pickle and copy on both sides, at
+    every protocol (issue 38: the C type refused 0 and 1)."""
+    events, on_retry, on_give_up = recording_hooks()
+    retry = extras.Retry(NoBackoff(), 1, on_retry=on_retry, on_give_up=on_give_up)
+    with pytest.raises(CE):
+        retry.call_with_retry(always_failing(), lambda error: None)
+    assert len(events) == 2
+    for _, event in events:
+        for twin in (
+            pickle.loads(pickle.dumps(event, protocol)),
+            copy.copy(event),
+            copy.deepcopy(event),
+        ):
+            assert type(twin) is type(event)
+            assert (twin.attempt, twin.delay, twin.reason) == (
+                event.attempt,
+                event.delay,
+                event.reason,
+            )
+            assert type(twin.error) is CE and twin.error.args == event.error.args
+            assert len(twin) == 4
+
+
 def test_a_hook_that_changes_the_retry_it_runs_under(flavor, extras):
     """A hook that drops the hooks, or every extra, of its Retry: the call
     goes on with what the Retry holds at each step, and nothing breaks."""
