@@ -1436,6 +1436,38 @@ report_hook_error(rbc_extras_state *es, PyObject *hook, PyObject *raised)
     return 0;
 }
 
+/* `error` as the context of `raised`, as CPython chains an exception
+ * raised while another is handled (_PyErr_SetObject): where error's own
+ * context chain reaches `raised`, it is cut first, so that no loop is
+ * made; a loop already in the chain ends the walk (Floyd's, as there).
+ * Runs no Python code: every exception on the chain stays referenced. */
+static void
+chain_to_error(PyObject *raised, PyObject *error)
+{
+    PyObject *link = Py_NewRef(error);
+    PyObject *slow = Py_NewRef(error);
+    int move_slow = 0;
+    PyObject *context;
+    while ((context = PyException_GetContext(link)) != NULL) {
+        if (context == raised) {
+            Py_DECREF(context);
+            PyException_SetContext(link, NULL);
+            break;
+        }
+        Py_SETREF(link, context);
+        if (link == slow) {
+            break; /* a loop already there: every link was checked */
+        }
+        if (move_slow) {
+            Py_SETREF(slow, PyException_GetContext(slow));
+        }
+        move_slow = !move_slow;
+    }
+    Py_DECREF(link);
+    Py_XDECREF(slow);
+    PyException_SetContext(raised, Py_NewRef(error));
+}
+
 /* hook(event), both owned by the caller: 0, or -1 with a BaseException
  * that is no Exception set (see extras.h). */
 static int
@@ -1454,9 +1486,12 @@ call_hook(rbc_extras_state *es, PyObject *hook, PyObject *event, PyObject *error
     if (PyErr_GivenExceptionMatches(raised, PyExc_Exception)) {
         return report_hook_error(es, hook, raised);
     }
+    /* The error is being handled, so Python's chaining in the hook gave
+     * what it raised the error as context; what it raised without that
+     * chaining (generator.throw) gets it here, as the twin's does. */
     PyObject *context = PyException_GetContext(raised);
     if (context == NULL && raised != error) {
-        PyException_SetContext(raised, Py_NewRef(error));
+        chain_to_error(raised, error);
     }
     Py_XDECREF(context);
     rbc_exc_restore(raised);

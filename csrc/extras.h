@@ -291,8 +291,9 @@ int rbc_extras_deadline_passed(rbc_retry_extras *extras, rbc_call_extras *call);
  * An Exception the hook raises goes to the module's reporter
  * (redis_backoff_c.hooks._hook_failed) and is swallowed: 0, as when it
  * returns.  Any other (KeyboardInterrupt, SystemExit) is left set, with
- * `error` as its context when it has none: -1.  No exception may be set
- * on entry. */
+ * `error` as its context when it has none (chained as CPython chains: no
+ * loop, if it was on error's own chain): -1.  The caller makes `error` the
+ * handled exception around them.  No exception may be set on entry. */
 
 /* on_retry(RetryEvent(attempt, error, delay, None)): the retry is decided,
  * just before its backoff sleep (if any). */
