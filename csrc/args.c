@@ -1,6 +1,8 @@
 /* The helpers below every concern: see args.h. */
 #include "args.h"
 
+#include <math.h>
+
 /* The index of parameter `key` of `sig`, or -1 with a TypeError. */
 static Py_ssize_t
 parameter_index(const rbc_signature *sig, PyObject *key)
@@ -199,4 +201,36 @@ rbc_module_attr(PyObject *module_name, PyObject *name)
     PyObject *value = PyObject_GetAttr(module, name);
     Py_DECREF(module);
     return value;
+}
+
+/* A real number's value as a double, or -1 with TypeError naming it. */
+int
+rbc_real_value(const char *owner, const char *name, PyObject *value, double *out)
+{
+    if (rbc_check_real(owner, name, value) < 0) {
+        return -1;
+    }
+    double v = PyFloat_AsDouble(value);
+    if (v == -1.0 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A real number > 0 (and finite unless allow_infinite): ValueError naming
+ * it otherwise. */
+int
+rbc_positive_value(const char *owner, const char *name, PyObject *value, int allow_infinite,
+                   double *out)
+{
+    if (rbc_real_value(owner, name, value, out) < 0) {
+        return -1;
+    }
+    if (!(*out > 0.0) || (!allow_infinite && isinf(*out))) {
+        PyErr_Format(PyExc_ValueError, "%s() argument '%s' must be a %spositive number, not %R",
+                     owner, name, allow_infinite ? "" : "finite ", value);
+        return -1;
+    }
+    return 0;
 }

@@ -75,4 +75,12 @@ PyObject *rbc_import_attr(const char *module_name, const char *name);
  * Retry types).  A new reference, or NULL. */
 PyObject *rbc_module_attr(PyObject *module_name, PyObject *name);
 
+/* A real number's value as a double into *out: 0, or -1 with TypeError
+ * naming it (`owner`() argument `name`). */
+int rbc_real_value(const char *owner, const char *name, PyObject *value, double *out);
+/* The same for a real number > 0 (and finite unless allow_infinite):
+ * ValueError naming it otherwise.  RetryBudget's parameters, a deadline. */
+int rbc_positive_value(const char *owner, const char *name, PyObject *value, int allow_infinite,
+                       double *out);
+
 #endif

@@ -167,4 +167,15 @@ rbc_exc_end_handling(PyObject *previous)
 #endif
 }
 
+/* The lock of RetryBudget and RetryStats (budget.h, stats.h): their
+ * mutex on a free-threaded build. */
+#ifdef Py_GIL_DISABLED
+#define RBC_EXTRAS_LOCK(obj) PyMutex_Lock(&(obj)->mutex)
+#define RBC_EXTRAS_UNLOCK(obj) PyMutex_Unlock(&(obj)->mutex)
+#else
+/* The GIL serialises every update: none calls Python code. */
+#define RBC_EXTRAS_LOCK(obj) ((void)0)
+#define RBC_EXTRAS_UNLOCK(obj) ((void)0)
+#endif
+
 #endif

@@ -3,14 +3,22 @@
  * throttling), shared counters (RetryStats), the writes policy, and the
  * hooks on_retry and on_give_up (called with a RetryEvent).
  *
+ * This unit ties them to a Retry: it makes, sets, copies, compares,
+ * pickles and frees a Retry's block (block.h), runs the steps of
+ * call_with_retry that only count (the success path inline, the failed
+ * attempt, the retries limit and the budget, an aborted call), and starts
+ * the extras' module state.  Each extra is a unit of its own: budget.c,
+ * stats.c, deadline.c, writes.c, hooks.c; this header includes theirs, so
+ * that the retry core and the Retry types include this one alone.
+ *
  * A Retry holds them in one block (its `extras` field), NULL when none
  * is set: the plain Retry tests one pointer and behaves, compares and
- * hashes exactly as redis-py's.  The hooks below are the only places
- * call_with_retry (sync and asyncio) touches the extras; retry_core.h
- * lists where each one goes in the loop.  Budget and stats are changed
- * only while the GIL is held and without calling Python code in between
- * (the module declares Py_MOD_GIL_USED); a free-threaded build would
- * take their mutex (RBC_EXTRAS_LOCK).
+ * hashes exactly as redis-py's.  The steps below and in the units' headers
+ * are the only places call_with_retry (sync and asyncio) touches the
+ * extras; retry_core.h lists where each one goes in the loop.  Budget and
+ * stats are changed only while the GIL is held and without calling Python
+ * code in between (the module declares Py_MOD_GIL_USED); a free-threaded
+ * build would take their mutex (RBC_EXTRAS_LOCK).
  */
 #ifndef RBC_EXTRAS_H
 #define RBC_EXTRAS_H
@@ -18,81 +26,19 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "block.h"
+#include "budget.h"
+#include "deadline.h"
+#include "hooks.h"
 #include "state.h"
-
-/* ---- the types ------------------------------------------------------- */
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *max_tokens_obj; /* the objects given, for the attributes */
-    PyObject *token_ratio_obj;
-    double max_tokens;  /* > 0, finite */
-    double token_ratio; /* > 0, finite */
-    double tokens;      /* in [0, max_tokens] */
-    double threshold;   /* max_tokens / 2: retries need tokens above it */
-#ifdef Py_GIL_DISABLED
-    PyMutex mutex;
-#endif
-} rbc_budget_object;
-
-typedef struct {
-    PyObject_HEAD
-    unsigned long long counts[RBC_STAT_COUNT];
-    double slept; /* seconds of backoff slept (the delays, as computed) */
-#ifdef Py_GIL_DISABLED
-    PyMutex mutex;
-#endif
-} rbc_stats_object;
-
-#ifdef Py_GIL_DISABLED
-#define RBC_EXTRAS_LOCK(obj) PyMutex_Lock(&(obj)->mutex)
-#define RBC_EXTRAS_UNLOCK(obj) PyMutex_Unlock(&(obj)->mutex)
-#else
-/* The GIL serialises every update: none calls Python code. */
-#define RBC_EXTRAS_LOCK(obj) ((void)0)
-#define RBC_EXTRAS_UNLOCK(obj) ((void)0)
-#endif
-
-/* What a Retry holds (owned references, NULL when not set). */
-struct rbc_retry_extras {
-    PyObject *deadline;      /* the positive real given */
-    double deadline_seconds; /* its value */
-    rbc_budget_object *budget;
-    rbc_stats_object *stats;
-    PyObject *writes;   /* the interned "at-most-once", or NULL: at-least-once */
-    PyObject *on_retry; /* callables (redis_backoff_c.hooks) */
-    PyObject *on_give_up;
-    PyObject *last_deadline_at; /* the float rbc_extras_deadline_float made last, or NULL */
-};
-typedef struct rbc_retry_extras rbc_retry_extras;
-
-/* Per call of call_with_retry: when it must end (monotonic seconds), or 0
- * when the Retry had no deadline when the call started; and whether the
- * Retry had any extras then.  A call that starts without them is plain to
- * its end, whatever is set on the Retry during it (every design's success
- * path decides so, once, at the start), so that each call is counted in
- * full or not at all; one that starts with them uses the ones the Retry
- * holds at each step. */
-typedef struct {
-    double deadline_at;
-    int counted;
-    int gave_up; /* why the call gave up (an rbc_give_up), once it has */
-} rbc_call_extras;
+#include "stats.h"
+#include "writes.h"
 
 int rbc_extras_init(rbc_state *st, PyObject *module);
 int rbc_extras_traverse(rbc_extras_state *es, visitproc visit, void *arg);
 void rbc_extras_clear(rbc_extras_state *es);
 
 /* ---- a Retry's block ------------------------------------------------- */
-
-/* The extras by attribute, in the block's order. */
-enum { RBC_EXTRA_DEADLINE,
-       RBC_EXTRA_BUDGET,
-       RBC_EXTRA_STATS,
-       RBC_EXTRA_WRITES,
-       RBC_EXTRA_ON_RETRY,
-       RBC_EXTRA_ON_GIVE_UP,
-       RBC_EXTRA_COUNT };
 
 /* Retry(..., *, deadline=None, budget=None, stats=None, writes=None,
  * on_retry=None, on_give_up=None): checks the values given (values[i] for
@@ -133,18 +79,9 @@ int rbc_retry_extras_items(rbc_extras_state *es, const rbc_retry_extras *extras,
 
 /* ---- the hooks of call_with_retry -------------------------------------- */
 
-void rbc_extras_begin_slow(rbc_retry_extras *extras, rbc_call_extras *call);
 void rbc_extras_failed_slow(rbc_retry_extras *extras, int caught);
 int rbc_extras_refuse_retry_slow(rbc_retry_extras *extras, rbc_call_extras *call, int exhausted);
 void rbc_extras_aborted_slow(rbc_retry_extras *extras);
-
-/* A call's deadline_at as a float object (a new reference, or NULL with
- * MemoryError), for the coroutine design, which carries it in a local.
- * The start is read from the coarse clock, which moves once a tick (a few
- * ms): calls in a row mostly share their deadline, so the float made last
- * is kept in the block and handed out again while its value is the same,
- * an allocation saved per call.  Runs no Python code. */
-PyObject *rbc_extras_deadline_float(rbc_retry_extras *extras, double deadline_at);
 
 /* Once, when the call starts (after reset()): counts the call and fixes
  * its deadline. */
@@ -194,28 +131,6 @@ rbc_extras_attempt_failed(rbc_retry_extras *extras, int caught)
     }
 }
 
-/* Counts the give-up `reason` in the stats, and records it in the call
- * for on_give_up (rbc_extras_gave_up). */
-static inline void
-rbc_extras_give_up(rbc_retry_extras *extras, rbc_call_extras *call, rbc_give_up reason)
-{
-    static const rbc_stat stat_of[RBC_GIVE_UP_COUNT] = {
-        RBC_STAT_COUNT, /* none: never counted */
-        RBC_STAT_GIVE_UPS_EXHAUSTED,
-        RBC_STAT_GIVE_UPS_NOT_RETRYABLE,
-        RBC_STAT_GIVE_UPS_DEADLINE,
-        RBC_STAT_GIVE_UPS_BUDGET,
-        RBC_STAT_GIVE_UPS_MAY_HAVE_RUN,
-    };
-    call->gave_up = reason;
-    rbc_stats_object *stats = extras != NULL ? extras->stats : NULL;
-    if (stats != NULL && reason != RBC_GIVE_UP_NONE) {
-        RBC_EXTRAS_LOCK(stats);
-        stats->counts[stat_of[reason]]++;
-        RBC_EXTRAS_UNLOCK(stats);
-    }
-}
-
 /* Called when a checker gave up on the error: rbc_retry_call_checker_allows
  * when the call's is_retryable said no; the loops, after fail(), when the
  * Retry's own checker (rbc_retry_own_checker_allows) said no. */
@@ -249,61 +164,5 @@ rbc_extras_call_aborted(rbc_retry_extras *extras)
         rbc_extras_aborted_slow(extras);
     }
 }
-
-/* Around a backoff sleep: slept_seconds adds the time it actually took
- * (a cancelled one too), measured only when stats are set (started 0). */
-double rbc_extras_sleep_started(const rbc_retry_extras *extras);
-void rbc_extras_sleep_ended(const rbc_retry_extras *extras, double started);
-/* slept_seconds adds `seconds` (a sleep measured by the caller; negative
- * counts 0). */
-void rbc_extras_add_slept(const rbc_retry_extras *extras, double seconds);
-
-/* After fail(), for a caught error that the checkers let through: under
- * writes="at-most-once", redis_backoff_c.writes' judge (module state) is
- * asked whether the failed attempt may have run on the server; it marks
- * the error when so.  1 to give up (counted as give_ups_may_have_run), 0
- * to go on, -1 when the judge raised.  Nothing for a call not counted or a
- * Retry at redis-py's at-least-once.  `extras` is the address of the
- * Retry's field, read again after the judge, which runs Python code. */
-int rbc_extras_may_have_run(rbc_extras_state *es, rbc_retry_extras *const *extras,
-                            rbc_call_extras *call, PyObject *error);
-
-/* Before sleeping `delay` (> 0): 1 to sleep, 0 to give up because the
- * sleep would reach the call's deadline, -1 when delay is no real
- * number.  Nothing for a call not counted.
- * `extras` is the address of the Retry's field, read again after the
- * delay's __float__, which may change it. */
-int rbc_extras_before_sleep(rbc_retry_extras *const *extras, rbc_call_extras *call,
-                            PyObject *delay);
-
-/* Before each attempt after the first (after the sleep, if any): 1 to
- * call do() again (counted as a retry), 0 to give up because the deadline
- * has passed. */
-int rbc_extras_before_retry(rbc_retry_extras *extras, rbc_call_extras *call);
-
-/* 1 when the call's deadline has passed (the give-up counted), else 0. */
-int rbc_extras_deadline_passed(rbc_retry_extras *extras, rbc_call_extras *call);
-
-/* The hooks (redis_backoff_c.hooks).  Both read the Retry's field at
- * `extras` (the Python code run before them may have changed or freed the
- * block) and, when the call is counted and the hook set, call it with a
- * RetryEvent; `attempt` is the call's failed attempts, this one included.
- * An Exception the hook raises goes to the module's reporter
- * (redis_backoff_c.hooks._hook_failed) and is swallowed: 0, as when it
- * returns.  Any other (KeyboardInterrupt, SystemExit) is left set, with
- * `error` as its context when it has none: -1.  No exception may be set
- * on entry. */
-
-/* on_retry(RetryEvent(attempt, error, delay, None)): the retry is decided,
- * just before its backoff sleep (if any). */
-int rbc_extras_retrying(rbc_extras_state *es, rbc_retry_extras *const *extras,
-                        const rbc_call_extras *call, PyObject *error, long long attempt,
-                        PyObject *delay);
-/* on_give_up(RetryEvent(attempt, error, None, reason)) when the call gave
- * up (call->gave_up), just before the error is raised; nothing otherwise.
- * `failures` is the loop's count, which a not_retryable error never
- * entered: its attempt is one more. */
-int rbc_extras_gave_up(rbc_extras_state *es, rbc_retry_extras *const *extras,
-                       const rbc_call_extras *call, PyObject *error, long long failures);
 
 #endif

@@ -40,6 +40,7 @@ are pickled with it (a lambda cannot be).
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
@@ -79,11 +80,38 @@ def _hook_failed(hook: object, error: BaseException) -> None:
     )
 
 
+def _chain(raised: BaseException, error: BaseException) -> None:
+    """``error`` as the context of ``raised``, as CPython chains an
+    exception raised while another is handled: where error's own context
+    chain reaches ``raised``, it is cut first, so that no loop is made (the
+    C types' ``chain_to_error``, csrc/extras.c)."""
+    link, seen = error, {id(error)}
+    while (context := link.__context__) is not None:
+        if context is raised:
+            link.__context__ = None
+            break
+        if id(context) in seen:
+            break  # a loop already there: every link was checked
+        seen.add(id(context))
+        link = context
+    raised.__context__ = error
+
+
 def _call(hook: Callable[[Any], object], event: Any) -> None:
     """``hook(event)`` for the twin and the cluster loop (whose events are
     the C types' RetryEvent), as the C loop calls it: an Exception is
-    reported and swallowed, anything else (a KeyboardInterrupt) propagates."""
+    reported and swallowed, anything else (a KeyboardInterrupt) propagates
+    with the event's error as its context, as if that error were being
+    handled when the hook ran (the cluster loop calls some give-ups after
+    its handler): unless what it raised has a context of its own."""
+    handled = sys.exc_info()[1]
     try:
         hook(event)
     except Exception as error:
         _hook_failed(hook, error)
+    except BaseException as raised:
+        given = event[1]
+        context = raised.__context__
+        if raised is not given and (context is None or context is handled):
+            _chain(raised, given)
+        raise

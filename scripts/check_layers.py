@@ -29,7 +29,13 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("arguments, __slots__, the method descriptor", ["args", "slots", "async_method"]),
     ("random source", ["random_source"]),
     ("strategies", ["strategies"]),
-    ("extras: deadline, budget, stats", ["extras"]),
+    # One unit per extra (its objects, or its steps of a call), the block a
+    # Retry holds, and the unit that ties them to a Retry, in that order:
+    # within the layer, no cycle.
+    (
+        "extras: budget, stats; the block; deadline, writes policy, hooks; the tie",
+        ["budget", "stats", "block", "deadline", "writes", "hooks", "extras"],
+    ),
     ("retry core", ["retry_core"]),
     ("the Retry types", ["retry", "async_call", "async_coro", "async_retry", "cluster"]),
     ("module", ["module"]),

@@ -244,6 +244,28 @@ def test_interrupted_in_the_sleep_is_aborted():
     assert snapshot["aborted"] == 1 and snapshot["retries"] == 0
 
 
+class AsyncLoop(Loop):
+    """The asyncio RedisCluster.execute_command's loop, as Loop's."""
+
+    async def execute_command(self, *args):
+        retries, failures = self.retry.get_retries(), 0
+        for _ in range(1 + retries):
+            try:
+                await asyncio.sleep(0)
+                return self.attempt()
+            except Exception as error:
+                if retries > 0 and type(error) in self.ERRORS_ALLOW_RETRY:
+                    retries -= 1
+                    failures += 1
+                    await asyncio.sleep(HOOK(self.retry, failures))
+                    continue
+                raise
+
+
+if redis_backoff_c.IMPLEMENTATION == "c":
+    ASYNC_EXECUTE = _cluster._async_execute(AsyncLoop.execute_command, _cluster._errors_allow_retry)
+
+
 def test_asyncio_loop_counts_per_task():
     """Two commands at once in two tasks: each hook call finds its own."""
     stats = RetryStats()
@@ -256,27 +278,12 @@ def test_asyncio_loop_counts_per_task():
         on_give_up=lambda e: events.append(("give_up", e.attempt, e.reason)),
     )
 
-    class AsyncLoop(Loop):
-        async def execute_command(self, *args):
-            retries, failures = self.retry.get_retries(), 0
-            for _ in range(1 + retries):
-                try:
-                    await asyncio.sleep(0)
-                    return self.attempt()
-                except Exception as error:
-                    if retries > 0 and type(error) in self.ERRORS_ALLOW_RETRY:
-                        retries -= 1
-                        failures += 1
-                        await asyncio.sleep(HOOK(self.retry, failures))
-                        continue
-                    raise
-
-    execute = _cluster._async_execute(AsyncLoop.execute_command, _cluster._errors_allow_retry)
-
     async def main():
         first = AsyncLoop(retry, [ConnectionError(), 1])
         second = AsyncLoop(retry, [ConnectionError()] * 4)
-        return await asyncio.gather(execute(first), execute(second), return_exceptions=True)
+        return await asyncio.gather(
+            ASYNC_EXECUTE(first), ASYNC_EXECUTE(second), return_exceptions=True
+        )
 
     first, second = asyncio.run(main())
     assert first == 1 and isinstance(second, ConnectionError)
@@ -288,6 +295,52 @@ def test_asyncio_loop_counts_per_task():
         + [("retry", 2, None), ("retry", 3, None)]
         + [("give_up", 4, "exhausted")]
     )
+
+
+# Give-ups of each kind in the cluster loop: (backoff, retries, extras, attempts).
+GIVE_UPS = {
+    "exhausted": (NoBackoff(), 1, {}, [ConnectionError("1"), ConnectionError("2")]),
+    "budget": (NoBackoff(), 10, {"budget": RetryBudget(2, 0.1)}, [ConnectionError("1"), 1]),
+    "deadline": (ConstantBackoff(60.0), 10, {"deadline": 1.0}, [ConnectionError("1"), 1]),
+    "may_have_run": (NoBackoff(), 10, {"writes": "at-most-once"}, [ConnectionError("1"), 1]),
+}
+
+
+@pytest.mark.parametrize("caller_handling", [False, True])
+@pytest.mark.parametrize("reason", sorted(GIVE_UPS))
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+def test_a_keyboard_interrupt_in_on_give_up_has_the_error_as_context(
+    flavor, reason, caller_handling
+):
+    """on_give_up raising KeyboardInterrupt in the patched cluster loop: its
+    __context__ is the error the command gave up with, as call_with_retry
+    chains it (issue 38: None through the sync C method, and through the
+    asyncio wrapper for the give-ups it decides after its handler), also
+    when the command runs inside the caller's own `except` block."""
+    backoff, retries, extras, attempts = GIVE_UPS[reason]
+    told = []
+
+    def interrupt(event):
+        told.append(event)
+        raise KeyboardInterrupt(reason)
+
+    retry_type = redis_backoff_c.Retry if flavor == "sync" else redis_backoff_c.asyncio.retry.Retry
+    retry = retry_type(backoff, retries, stats=RetryStats(), on_give_up=interrupt, **extras)
+    if flavor == "sync":
+        command = lambda: run(Loop(retry, list(attempts)))  # noqa: E731
+    else:
+        command = lambda: asyncio.run(ASYNC_EXECUTE(AsyncLoop(retry, list(attempts))))  # noqa: E731
+    with pytest.raises(KeyboardInterrupt) as raised:
+        if caller_handling:
+            try:
+                raise ValueError("the caller's own")
+            except ValueError:
+                command()
+        else:
+            command()
+    assert [event.reason for event in told] == [reason]
+    assert isinstance(told[0].error, ConnectionError)
+    assert raised.value.__context__ is told[0].error
 
 
 # --- the cluster loop counts as call_with_retry does --------------------------

@@ -1723,6 +1723,105 @@ def test_a_keyboard_interrupt_in_a_hook_ends_the_call(flavor, extras):
     assert_stats_add_up(stats.snapshot())
 
 
+def context_chain(exception, limit=20):
+    """`exception` and its __context__s, in order; fails on a loop."""
+    chain = [exception]
+    while chain[-1].__context__ is not None:
+        chain.append(chain[-1].__context__)
+        assert len(chain) <= limit and len(set(map(id, chain))) == len(chain), chain
+    return chain
+
+
+def throw_without_chaining(exception):
+    """Raise `exception` as generator.throw() does: without Python's own
+    chaining, so its __context__ stays what it was."""
+
+    def generator():
+        yield
+
+    started = generator()
+    next(started)
+    started.throw(exception)
+
+
+@pytest.mark.parametrize("hook", ["on_retry", "on_give_up"])
+def test_a_hook_that_raises_an_exception_already_on_the_errors_chain(flavor, extras, hook):
+    """The hook raises (without Python's chaining) a KeyboardInterrupt that
+    is the error's own __context__: no loop.  Both sides do as CPython's
+    chaining would: the error becomes its context, and the error's chain
+    is cut where it reached it (issue 38)."""
+    interrupt = KeyboardInterrupt("on the error's chain")
+    errors = []
+
+    def do():
+        try:
+            raise interrupt
+        except KeyboardInterrupt:
+            errors.append(CE("raised while handling the interrupt"))
+            raise errors[-1]  # noqa: B904 - the implicit chaining is the point
+
+    retry = flavor.Retry(
+        NoBackoff(),
+        0 if hook == "on_give_up" else 3,
+        **{hook: lambda event: throw_without_chaining(interrupt)},
+    )
+    with pytest.raises(KeyboardInterrupt) as raised:
+        flavor.call(retry, do)
+    assert raised.value is interrupt
+    assert context_chain(interrupt) == [interrupt, errors[0]]
+    assert errors[0].__context__ is None
+
+
+def test_a_hook_exception_with_a_context_keeps_it(flavor, extras):
+    """What the hook raises with a context of its own keeps it; one raised
+    with Python's chaining has the error as context, on both sides."""
+    own_context = ValueError("the hook's own")
+    interrupt = KeyboardInterrupt("with a context")
+    interrupt.__context__ = own_context
+
+    retry = flavor.Retry(NoBackoff(), 0, on_give_up=lambda event: throw_without_chaining(interrupt))
+    with pytest.raises(KeyboardInterrupt) as raised:
+        flavor.call(retry, always_failing())
+    assert context_chain(raised.value) == [interrupt, own_context]
+
+    def chained(event):
+        try:
+            raise interrupt
+        except KeyboardInterrupt as caught:
+            raise KeyboardInterrupt("chained") from caught
+
+    retry = flavor.Retry(NoBackoff(), 0, on_give_up=chained)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        flavor.call(retry, always_failing())
+    chain = context_chain(raised.value)
+    assert chain[1] is interrupt and isinstance(chain[2], CE)
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_the_event_pickles_with_every_protocol(extras, protocol):
+    """A RetryEvent round-trips through pickle and copy on both sides, at
+    every protocol (issue 38: the C type refused 0 and 1)."""
+    events, on_retry, on_give_up = recording_hooks()
+    retry = extras.Retry(NoBackoff(), 1, on_retry=on_retry, on_give_up=on_give_up)
+    with pytest.raises(CE):
+        retry.call_with_retry(always_failing(), lambda error: None)
+    assert len(events) == 2
+    for _, event in events:
+        for twin in (
+            pickle.loads(pickle.dumps(event, protocol)),
+            copy.copy(event),
+            copy.deepcopy(event),
+        ):
+            assert type(twin) is type(event)
+            assert (twin.attempt, twin.delay, twin.reason) == (
+                event.attempt,
+                event.delay,
+                event.reason,
+            )
+            assert type(twin.error) is CE and twin.error.args == event.error.args
+            assert len(twin) == 4
+
+
 def test_a_hook_that_changes_the_retry_it_runs_under(flavor, extras):
     """A hook that drops the hooks, or every extra, of its Retry: the call
     goes on with what the Retry holds at each step, and nothing breaks."""

@@ -15,7 +15,9 @@ pipeline, so the C loop and backoff are exercised, not only the count.
 
 from __future__ import annotations
 
+import platform
 import sys
+import time
 
 import pytest
 import redis.asyncio.cluster
@@ -27,7 +29,6 @@ from failover import (
     AFTER,
     WARMUP,
     Tally,
-    assert_errors_bounded,
     assert_nothing_lost,
     async_stream,
     run_with_failover,
@@ -45,15 +46,15 @@ pytestmark = pytest.mark.skipif(
     redis_backoff_c.IMPLEMENTATION != "c", reason="the C types are not built"
 )
 
-# Errors that reach the caller depend on timing (how many plain commands
-# fall into the seconds the dead master still owns its slots), so the C
-# side may see more than the reference in the same scenario.  Seen on a
-# 2-core machine beside other jobs, on either side: 1 to 5 in most runs, and
-# 27 or 45 in some (redis-py's own Retry 27 where ours gave 1, ours 45 where
-# redis-py's gave 2).  More than this says the C Retry gave up where
-# redis-py's did not (a Retry that gave no retries would fail every command
-# on the dead master's third of the keys for two seconds: hundreds).
-ERROR_SLACK = 60
+# Each side is bounded on its own terms, never against another failover's
+# count: the errors that reach the caller (each a RedisError) are at most
+# this fraction of the commands it had acknowledged.  A Retry that gives up
+# early fails about every third command while a master is down (its third
+# of the keys), one per millisecond or so: errors near half the
+# acknowledgements.  One that uses its 10 retries spends about 2 s in
+# backoff per error, so even a failover slowed to 45 s on a busy machine
+# gives a few dozen errors against some 200 acknowledgements.
+ERROR_FRACTION = 0.2
 
 # redis-py 8.2's cluster loop has the point between attempts that patch()
 # wraps; 8.0/8.1's has none (its retries are not counted, a documented limit).
@@ -106,15 +107,120 @@ def read_counters(cluster: RedisCluster, tally: Tally) -> dict[str, int]:
         reader.close()
 
 
+class ErrorLog:
+    """Per command that raised: how many retries redis-py's cluster loop
+    made for it (its `_retry_backoff_delay` calls, counted on every side;
+    not for a transaction, which retries under call_with_retry, nor on
+    redis-py 8.0/8.1, whose loop has no such point) and the seconds since
+    the master was killed.  The stream sends one command at a time, so the
+    calls since a command started are its own."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.retries = 0
+        self.tally: Tally | None = None
+        self.failed: dict[int, tuple[BaseException, str, float]] = {}
+        abstract = redis.cluster.AbstractRedisCluster
+        original = vars(abstract).get("_retry_backoff_delay")
+        if isinstance(original, staticmethod):
+            delay = original.__func__
+
+            def counting(retry, failures):
+                self.retries += 1
+                return delay(retry, failures)
+
+            # Under patch() its wrapper wraps this one, and is undone first.
+            monkeypatch.setattr(abstract, "_retry_backoff_delay", staticmethod(counting))
+        self.counted = isinstance(original, staticmethod)
+
+    def command(self, run, tally: Tally, transaction: bool):
+        """`run()`, as the stream's command: its error recorded."""
+        self.retries = 0
+        try:
+            return run()
+        except Exception as error:
+            self._record(error, tally, transaction)
+            raise
+
+    async def async_command(self, run, tally: Tally, transaction: bool):
+        self.retries = 0
+        try:
+            return await run()
+        except Exception as error:
+            self._record(error, tally, transaction)
+            raise
+
+    def _record(self, error: BaseException, tally: Tally, transaction: bool) -> None:
+        since_kill = time.monotonic() - tally.kill_time if tally.kill_time else float("nan")
+        if transaction:
+            kind = "transaction"  # its retries are call_with_retry's: on_give_up's below
+        else:
+            kind = f"loop retries={self.retries if self.counted else '?'}"
+        self.failed[id(error)] = (error, kind, since_kill)
+
+    def lines(self, tally: Tally, give_ups: dict[int, tuple[int, str]]) -> list[str]:
+        """One line per error of `tally`: time since the kill, the cluster
+        loop's retries, the patched run's give-up (retries, reason) when
+        on_give_up saw that error, and the error."""
+        out = []
+        for error in tally.errors:
+            _, kind, since_kill = self.failed.get(id(error), (error, "?", float("nan")))
+            line = f"    t={since_kill:+7.3f} s  {kind}"
+            if id(error) in give_ups:
+                attempt, reason = give_ups[id(error)]
+                line += f"  on_give_up: {attempt - 1} retries, {reason}"
+            out.append(f"{line}  {type(error).__name__}: {error}"[:200])
+        return out
+
+
 def finish(cluster, tally: Tally) -> Tally:
-    try:
-        assert_nothing_lost(tally, read_counters(cluster, tally))
-    except AssertionError:
-        print(tally.summary(), file=sys.stderr)
-        dump_logs(cluster.nodes)
-        raise
-    print(tally.summary())
+    """The counters read back, for assert_nothing_lost once everything is
+    printed."""
+    tally.final = read_counters(cluster, tally)  # type: ignore[attr-defined]
     return tally
+
+
+def report(flavor: str, tallies, log: ErrorLog, stats, hooks: HookCounts) -> None:
+    """Everything a failure needs, printed before any assertion: the
+    versions, the asyncio design, each side's summary and errors (time since
+    the kill, retries), the patched run's stats and hooks."""
+    print(
+        f"\n[{flavor}] CPython {platform.python_version()} ({sys.version.split()[0]}), "
+        f"redis-py {redis.__version__}, asyncio design {redis_backoff_c.asyncio.retry.DESIGN}, "
+        f"cluster loop counted: {CLUSTER_LOOP_COUNTED}"
+    )
+    give_ups = {id(event.error): (event.attempt, event.reason) for event in hooks.events}
+    for tally in tallies:
+        print(tally.summary())
+        print("\n".join(log.lines(tally, give_ups)) or "    (no errors)")
+    print(
+        f"[{flavor}] patched run's stats: {stats.snapshot()}; hooks: {hooks.retries} on_retry, "
+        f"{hooks.give_ups} on_give_up, reasons {sorted({e.reason for e in hooks.events})}"
+    )
+
+
+def assert_side_bounded(tally: Tally) -> None:
+    """Errors reaching the caller are RedisErrors, and a small fraction of
+    the side's own acknowledgements (ERROR_FRACTION)."""
+    import redis.exceptions
+
+    for error in tally.errors:
+        assert isinstance(error, redis.exceptions.RedisError), repr(error)
+    assert len(tally.errors) <= ERROR_FRACTION * tally.count, tally.summary()
+
+
+def assert_failover(cluster, flavor: str, tallies, log: ErrorLog, stats, hooks) -> None:
+    """The report, then: nothing lost on any side, each side bounded on its
+    own terms, the patched run's counters and hooks."""
+    report(flavor, tallies, log, stats, hooks)
+    for tally in tallies:
+        try:
+            assert_nothing_lost(tally, tally.final)
+        except AssertionError:
+            dump_logs(cluster.nodes)
+            raise
+    for tally in tallies:
+        assert_side_bounded(tally)
+    assert_failover_counted(stats, hooks)
 
 
 # --- sync ---------------------------------------------------------------
@@ -127,14 +233,19 @@ def sync_client(cluster: RedisCluster, retry=None) -> redis.cluster.RedisCluster
     )
 
 
-def sync_run(cluster: RedisCluster, label: str, client: redis.cluster.RedisCluster) -> Tally:
+def sync_run(
+    cluster: RedisCluster, label: str, client: redis.cluster.RedisCluster, log: ErrorLog
+) -> Tally:
     def incr(key):
-        return client.incr(key)
+        return log.command(lambda: client.incr(key), tally, transaction=False)
 
     def transaction(key):
-        with client.pipeline(transaction=True) as pipe:
-            pipe.incr(key)
-            return pipe.execute()[0]
+        def run():
+            with client.pipeline(transaction=True) as pipe:
+                pipe.incr(key)
+                return pipe.execute()[0]
+
+        return log.command(run, tally, transaction=True)
 
     tally = Tally(label)
     try:
@@ -167,30 +278,32 @@ class HookCounts:
     def __init__(self):
         self.retries = 0
         self.give_ups = 0
+        self.events = []  # on_give_up's, their errors kept alive
 
     def on_retry(self, event):
         self.retries += 1
 
     def on_give_up(self, event):
         self.give_ups += 1
+        self.events.append(event)
 
     def extras(self):
         return {"on_retry": self.on_retry, "on_give_up": self.on_give_up}
 
 
-def assert_failover_counted(stats, flavor: str, hooks: HookCounts) -> None:
+def assert_failover_counted(stats, hooks: HookCounts) -> None:
     """The patched run's RetryStats: every command and transaction counted
     once, with one outcome, and (redis-py 8.2 and later, whose cluster loop
     patch() reaches, see redis_backoff_c._cluster) the failover's retries.
-    The hooks were called for each give-up, and for each retry (one whose
+    No give-up but "exhausted" (no budget, deadline or at-most-once is set,
+    and a refresh that reaches no node would be a not_retryable).  The
+    hooks were called for each give-up, and for each retry (one whose
     sleep was interrupted is announced, not counted a retry: aborted)."""
     snapshot = stats.snapshot()
-    print(
-        f"[{flavor}] patched run's stats: {snapshot}; hooks: {hooks.retries} on_retry, "
-        f"{hooks.give_ups} on_give_up"
-    )
     assert_stats_add_up(snapshot)
     give_ups = sum(value for name, value in snapshot.items() if name.startswith("give_ups_"))
+    assert give_ups == snapshot["give_ups_exhausted"], snapshot
+    assert {event.reason for event in hooks.events} <= {"exhausted"}
     assert hooks.give_ups == give_ups, (hooks.give_ups, snapshot)
     assert snapshot["retries"] <= hooks.retries <= snapshot["retries"] + snapshot["aborted"]
     if not CLUSTER_LOOP_COUNTED:
@@ -202,16 +315,17 @@ def assert_failover_counted(stats, flavor: str, hooks: HookCounts) -> None:
     assert snapshot["retries"] > 0, snapshot
 
 
-def test_sync_through_failover(cluster):
+def test_sync_through_failover(cluster, monkeypatch):
     """redis-py's Retry, then the C Retry given explicitly, then redis-py's
     own names under patch(): the same stream, a master killed in each."""
+    log = ErrorLog(monkeypatch)
     reference = sync_run(
-        cluster, "redis-py Retry", sync_client(cluster, policy(redis.retry, redis.backoff))
+        cluster, "redis-py Retry", sync_client(cluster, policy(redis.retry, redis.backoff)), log
     )
 
     client = sync_client(cluster, policy(redis_backoff_c.retry, redis_backoff_c.backoff))
     assert_sync_c_types(client, nodes_too=False)
-    explicit = sync_run(cluster, "C Retry", client)
+    explicit = sync_run(cluster, "C Retry", client, log)
 
     stats, hooks = redis_backoff_c.RetryStats(), HookCounts()
     with redis_backoff_c.patched():
@@ -220,17 +334,15 @@ def test_sync_through_failover(cluster):
         )
         client.ping()  # connects to a node: its Retry(NoBackoff(), 0) exists
         assert_sync_c_types(client, nodes_too=True)
-        patched = sync_run(cluster, "patched", client)
+        patched = sync_run(cluster, "patched", client, log)
 
-    assert_errors_bounded(explicit, reference, ERROR_SLACK)
-    assert_errors_bounded(patched, reference, ERROR_SLACK)
-    assert_failover_counted(stats, "sync", hooks)
+    assert_failover(cluster, "sync", (reference, explicit, patched), log, stats, hooks)
 
 
 # --- asyncio ------------------------------------------------------------
 
 
-def async_run(cluster: RedisCluster, label: str, make_retry, check=None) -> Tally:
+def async_run(cluster: RedisCluster, label: str, make_retry, log: ErrorLog, check=None) -> Tally:
     """`make_retry()` runs inside the event loop (None: redis-py's default);
     `check(client)` too, once the client is connected."""
 
@@ -247,12 +359,15 @@ def async_run(cluster: RedisCluster, label: str, make_retry, check=None) -> Tall
         return client
 
     async def incr(client, key):
-        return await client.incr(key)
+        return await log.async_command(lambda: client.incr(key), tally, transaction=False)
 
     async def transaction(client, key):
-        async with client.pipeline(transaction=True) as pipe:
-            pipe.incr(key)
-            return (await pipe.execute())[0]
+        async def run():
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.incr(key)
+                return (await pipe.execute())[0]
+
+        return await log.async_command(run, tally, transaction=True)
 
     tally = Tally(label)
     fail_over(cluster, tally, async_stream(make_client, incr, transaction))
@@ -270,16 +385,18 @@ def assert_async_c_types(client, nodes_too: bool) -> None:
             assert type(connection.retry) is redis_backoff_c.asyncio.retry.Retry
 
 
-def test_asyncio_through_failover(cluster):
+def test_asyncio_through_failover(cluster, monkeypatch):
     import redis.asyncio.retry as redis_async_retry
 
+    log = ErrorLog(monkeypatch)
     reference = async_run(
-        cluster, "redis-py asyncio Retry", lambda: policy(redis_async_retry, redis.backoff)
+        cluster, "redis-py asyncio Retry", lambda: policy(redis_async_retry, redis.backoff), log
     )
     explicit = async_run(
         cluster,
         "C asyncio Retry",
         lambda: policy(redis_backoff_c.asyncio.retry, redis_backoff_c.backoff),
+        log,
         check=lambda client: assert_async_c_types(client, nodes_too=False),
     )
     stats, hooks = redis_backoff_c.RetryStats(), HookCounts()
@@ -288,8 +405,7 @@ def test_asyncio_through_failover(cluster):
             cluster,
             "patched asyncio",
             lambda: policy(redis.asyncio.retry, redis.backoff, stats=stats, **hooks.extras()),
+            log,
             check=lambda client: assert_async_c_types(client, nodes_too=True),
         )
-    assert_errors_bounded(explicit, reference, ERROR_SLACK)
-    assert_errors_bounded(patched, reference, ERROR_SLACK)
-    assert_failover_counted(stats, "asyncio", hooks)
+    assert_failover(cluster, "asyncio", (reference, explicit, patched), log, stats, hooks)

@@ -9,7 +9,8 @@ an install without a compiler) these are what ``redis_backoff_c.RetryBudget``,
 keeps working where it falls back (as MarkupSafe and multidict ship a Python
 twin of their C code).  With the extension the C types are used, and this
 module is imported only by the tests, which run the extras' contract over
-both: the twin is the executable specification of ``csrc/extras.c``.
+both: the twin is the executable specification of the C extras
+(``csrc/extras.c`` and its units).
 
 What it shares with the C types:
 
@@ -45,6 +46,11 @@ parameters other than the extras are redis-py's (no early type checks of
 the twin is a real subclass of redis-py's ``Retry``, ``redis_py_retry ==
 twin_with_extras`` asks the twin first (Python tries a subclass's reflected
 ``__eq__`` first) and is false, where for the C types it is true.
+
+The package mirrors the C units, module for unit: ``args`` (csrc/args.c's
+checks), ``budget``, ``stats``, ``deadline``, ``writes``, ``hooks``, and
+this ``__init__``, the twin of csrc/extras.c, which ties them to the two
+Retry types.
 """
 
 from __future__ import annotations
@@ -53,337 +59,30 @@ import copy
 import importlib
 import socket
 import sys
-import threading
-import time
 import types
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Final, NoReturn, TypeVar, final
+from typing import Any, ClassVar, Final, NoReturn, TypeVar
 
 import redis.asyncio.retry
 import redis.exceptions
 import redis.retry
 from redis.backoff import AbstractBackoff
 
-from redis_backoff_c import hooks as _hooks
+from redis_backoff_c._extras_py.args import _bind, _check_callable, _positive
+from redis_backoff_c._extras_py.budget import RetryBudget
+from redis_backoff_c._extras_py.deadline import _DeadlineSteps
+from redis_backoff_c._extras_py.hooks import RetryEvent, _check_hook, _hook_property, _HooksSteps
+from redis_backoff_c._extras_py.stats import STAT_NAMES as STAT_NAMES, RetryStats
+from redis_backoff_c._extras_py.writes import _checked_writes
 from redis_backoff_c._rules import RETRY_CHECKER
-from redis_backoff_c.writes import AT_LEAST_ONCE, AT_MOST_ONCE, _judge as _writes_judge
+from redis_backoff_c.writes import AT_LEAST_ONCE, _judge as _writes_judge
 
 __all__ = ["AsyncRetry", "Retry", "RetryBudget", "RetryEvent", "RetryStats"]
 
-RetryEvent = _hooks.RetryEvent
-
 _T = TypeVar("_T")
-
-#: The counters of RetryStats, in snapshot() order (then slept_seconds).
-STAT_NAMES: Final = (
-    "calls",
-    "attempts",
-    "successes",
-    "failed_attempts",
-    "retries",
-    "give_ups_exhausted",
-    "give_ups_not_retryable",
-    "give_ups_deadline",
-    "give_ups_budget",
-    "give_ups_may_have_run",
-    "unhandled_errors",
-    "aborted",
-)
 
 # How call_with_retry tests its is_retryable argument: redis_backoff_c._rules.
 _CHECKER_NOT_NONE: Final = RETRY_CHECKER
-
-
-# --- Arguments, checked as csrc/args.c checks them ------------------------
-
-
-def _bind(
-    owner: str,
-    names: tuple[str, ...],
-    positional: int,
-    args: tuple[Any, ...],
-    kwargs: Mapping[str, Any],
-    defaults: Mapping[str, Any],
-) -> list[Any]:
-    """The values of ``names`` from a call, with the C binder's messages."""
-    if len(args) > positional:
-        plural = "" if positional == 1 else "s"
-        raise TypeError(
-            f"{owner}() takes at most {positional} positional argument{plural} ({len(args)} given)"
-        )
-    values: dict[str, Any] = dict(zip(names, args))
-    for key, value in kwargs.items():
-        if key not in names:
-            raise TypeError(f"{owner}() got an unexpected keyword argument '{key}'")
-        if key in values:
-            raise TypeError(f"{owner}() got multiple values for argument '{key}'")
-        values[key] = value
-    for index, name in enumerate(names):
-        if name not in values:
-            if name not in defaults:
-                raise TypeError(f"{owner}() missing required argument '{name}' (pos {index + 1})")
-            values[name] = defaults[name]
-    return [values[name] for name in names]
-
-
-def _is_real(value: object) -> bool:
-    kind = type(value)
-    return (
-        isinstance(value, (int, float)) or hasattr(kind, "__float__") or hasattr(kind, "__index__")
-    )
-
-
-def _real(owner: str, name: str, value: object) -> float:
-    if not _is_real(value):
-        raise TypeError(
-            f"{owner}() argument '{name}' must be a real number, not {type(value).__name__}"
-        )
-    return float(value)  # type: ignore[arg-type]
-
-
-def _positive(owner: str, name: str, value: object, allow_infinite: bool) -> float:
-    number = _real(owner, name, value)
-    if not number > 0.0 or (not allow_infinite and number == float("inf")):
-        finite = "" if allow_infinite else "finite "
-        raise ValueError(
-            f"{owner}() argument '{name}' must be a {finite}positive number, not {value!r}"
-        )
-    return number
-
-
-# --- RetryBudget ------------------------------------------------------------
-
-
-@final
-class RetryBudget:
-    """RetryBudget(max_tokens, token_ratio)
-
-    Retry throttling as gRPC's (gRFC A6), shared by every Retry that holds
-    it: the bucket starts with max_tokens tokens; each attempt that fails
-    with a supported error takes one (never below 0); each call_with_retry
-    that succeeds puts token_ratio back (never above max_tokens). A retry
-    is allowed only while more than max_tokens / 2 tokens are left; a
-    call's first attempt is never refused."""
-
-    __slots__ = ("_lock", "_max_tokens", "_token_ratio", "_max", "_ratio", "_tokens", "_threshold")
-
-    _lock: threading.Lock
-    _max_tokens: float
-    _token_ratio: float
-    _max: float
-    _ratio: float
-    _tokens: float
-    _threshold: float
-
-    def __init_subclass__(cls, **kwargs: Any) -> NoReturn:
-        # As the C type: final, so that a subclass cannot change its rules.
-        raise TypeError("type 'RetryBudget' is not an acceptable base type")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        max_tokens, token_ratio = _bind(
-            "RetryBudget", ("max_tokens", "token_ratio"), 2, args, kwargs, {}
-        )
-        maximum = _positive("RetryBudget", "max_tokens", max_tokens, False)
-        ratio = _positive("RetryBudget", "token_ratio", token_ratio, False)
-        self._lock = threading.Lock()
-        self._max_tokens = max_tokens
-        self._token_ratio = token_ratio
-        self._max = maximum
-        self._ratio = ratio
-        self._tokens = maximum  # gRFC A6: the bucket starts full
-        self._threshold = maximum / 2.0
-
-    @property
-    def max_tokens(self) -> float:
-        """the size of the bucket (read-only)"""
-        return self._max_tokens
-
-    @property
-    def token_ratio(self) -> float:
-        """tokens a successful call_with_retry puts back (read-only)"""
-        return self._token_ratio
-
-    @property
-    def tokens(self) -> float:
-        """the tokens in the bucket now, in [0, max_tokens]"""
-        with self._lock:
-            return self._tokens
-
-    @property
-    def retry_allowed(self) -> bool:
-        """whether a retry would be allowed now: tokens > max_tokens / 2"""
-        return self.tokens > self._threshold
-
-    def _take(self) -> None:
-        """A failed attempt: one token less, never below 0."""
-        with self._lock:
-            self._tokens = max(self._tokens - 1.0, 0.0)
-
-    def _give(self) -> None:
-        """A successful call: token_ratio back, never above max_tokens."""
-        with self._lock:
-            self._tokens = min(self._tokens + self._ratio, self._max)
-
-    def __repr__(self) -> str:
-        return (
-            f"RetryBudget(max_tokens={self._max_tokens!r}, "
-            f"token_ratio={self._token_ratio!r}, tokens={self.tokens!r})"
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled by value: (RetryBudget, (max_tokens, token_ratio), tokens).
-        return (type(self), (self._max_tokens, self._token_ratio), self.tokens)
-
-    def __setstate__(self, state: float) -> None:
-        tokens = _real("RetryBudget.__setstate__", "state", state)
-        if not 0.0 <= tokens <= self._max:
-            raise ValueError(
-                "RetryBudget.__setstate__() argument 'state' must be a token count "
-                f"in [0, max_tokens], not {state!r}"
-            )
-        with self._lock:
-            self._tokens = tokens
-
-
-# --- RetryStats -------------------------------------------------------------
-
-
-class _Counter:
-    """A read-only counter attribute of RetryStats."""
-
-    def __init__(self, index: int, doc: str) -> None:
-        self.index = index
-        self.__doc__ = doc
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, instance: RetryStats | None, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        with instance._lock:
-            return instance._counts[self.index]
-
-    def __set__(self, instance: RetryStats, value: object) -> NoReturn:
-        raise AttributeError(f"attribute '{self.name}' of 'RetryStats' objects is not writable")
-
-
-@final
-class RetryStats:
-    """RetryStats()
-
-    Counters of call_with_retry, shared by every Retry that holds them:
-    calls, attempts, successes, failed attempts, retries, give-ups by
-    reason, errors passed through, and seconds of backoff slept."""
-
-    __slots__ = ("_lock", "_counts", "_slept")
-
-    _lock: threading.Lock
-    _counts: list[int]
-    _slept: float
-
-    calls = _Counter(0, "call_with_retry calls started")
-    attempts = _Counter(1, "do() attempts that ended (returned or raised)")
-    successes = _Counter(2, "calls whose do() returned")
-    failed_attempts = _Counter(3, "attempts that raised a supported error")
-    retries = _Counter(4, "attempts after a call's first")
-    give_ups_exhausted = _Counter(5, "calls that raised: retries exhausted")
-    give_ups_not_retryable = _Counter(6, "calls that raised: is_retryable(error) was false")
-    give_ups_deadline = _Counter(7, "calls that raised: the deadline")
-    give_ups_budget = _Counter(8, "calls that raised: the budget refused")
-    give_ups_may_have_run = _Counter(
-        9, 'calls that raised: writes="at-most-once" and the attempt may have run'
-    )
-    unhandled_errors = _Counter(
-        10, "errors of do() passed through unhandled (not supported errors)"
-    )
-    aborted = _Counter(
-        11,
-        "calls ended by an exception from fail(), a checker, compute() or the sleep, "
-        "or cancelled or closed while fail() or the sleep was awaited",
-    )
-
-    # The indexes above, by name, for the hooks.
-    CALLS: ClassVar[int] = 0
-    ATTEMPTS: ClassVar[int] = 1
-    SUCCESSES: ClassVar[int] = 2
-    FAILED_ATTEMPTS: ClassVar[int] = 3
-    RETRIES: ClassVar[int] = 4
-    GIVE_UPS_EXHAUSTED: ClassVar[int] = 5
-    GIVE_UPS_NOT_RETRYABLE: ClassVar[int] = 6
-    GIVE_UPS_DEADLINE: ClassVar[int] = 7
-    GIVE_UPS_BUDGET: ClassVar[int] = 8
-    GIVE_UPS_MAY_HAVE_RUN: ClassVar[int] = 9
-    UNHANDLED: ClassVar[int] = 10
-    ABORTED: ClassVar[int] = 11
-
-    def __init_subclass__(cls, **kwargs: Any) -> NoReturn:
-        raise TypeError("type 'RetryStats' is not an acceptable base type")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if args or kwargs:
-            raise TypeError("RetryStats() takes no arguments")
-        self._lock = threading.Lock()
-        self._counts = [0] * len(STAT_NAMES)
-        self._slept = 0.0
-
-    @property
-    def slept_seconds(self) -> float:
-        """seconds of backoff slept (the delays computed)"""
-        with self._lock:
-            return self._slept
-
-    def _count(self, *indexes: int) -> None:
-        with self._lock:
-            for index in indexes:
-                self._counts[index] += 1
-
-    def _add_slept(self, seconds: float) -> None:
-        with self._lock:
-            self._slept += seconds
-
-    def snapshot(self) -> dict[str, Any]:
-        """The counters now, as a dict (one consistent reading)."""
-        with self._lock:
-            counts, slept = list(self._counts), self._slept
-        result: dict[str, Any] = dict(zip(STAT_NAMES, counts))
-        result["slept_seconds"] = float(slept)
-        return result
-
-    def reset(self) -> None:
-        """Set every counter to 0."""
-        with self._lock:
-            self._counts = [0] * len(STAT_NAMES)
-            self._slept = 0.0
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{key}={value!r}" for key, value in self.snapshot().items())
-        return f"RetryStats({fields})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled by value: (RetryStats, (), snapshot()).
-        return (type(self), (), self.snapshot())
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        if not isinstance(state, dict):
-            raise TypeError(
-                f"RetryStats.__setstate__() argument must be a dict, not {type(state).__name__}"
-            )
-        counts = []
-        for name in STAT_NAMES:
-            value = state.get(name, 0)
-            if not isinstance(value, int):
-                raise TypeError(
-                    f"RetryStats state '{name}' must be an int, not {type(value).__name__}"
-                )
-            if not 0 <= value < 2**64:
-                raise OverflowError(f"RetryStats state '{name}' out of range: {value!r}")
-            counts.append(value)
-        slept = state.get("slept_seconds")
-        seconds = 0.0 if slept is None else _real("RetryStats.__setstate__", "slept_seconds", slept)
-        with self._lock:
-            self._counts = counts
-            self._slept = seconds
 
 
 # --- The Retry types --------------------------------------------------------
@@ -403,57 +102,7 @@ def _check_shared(owner: str, name: str, value: object, kind: type) -> None:
         )
 
 
-def _checked_writes(owner: str, name: str, value: object) -> str | None:
-    """The writes policy as stored: None for redis-py's "at-least-once" (or
-    None), "at-most-once" for that; TypeError or ValueError otherwise."""
-    if value is None:
-        return None
-    if type(value) is not str:
-        raise TypeError(
-            f"{owner}() argument '{name}' must be a str or None, not {type(value).__name__}"
-        )
-    if value == AT_MOST_ONCE:
-        return AT_MOST_ONCE
-    if value == AT_LEAST_ONCE:
-        return None
-    raise ValueError(
-        f"{owner}() argument '{name}' must be 'at-least-once' or 'at-most-once', not {value!r}"
-    )
-
-
-def _check_hook(owner: str, name: str, value: Any) -> None:
-    """on_retry or on_give_up: None, or a callable."""
-    if value is not None and not callable(value):
-        raise TypeError(
-            f"{owner}() argument '{name}' must be callable or None, not {type(value).__name__}"
-        )
-
-
-def _hook_property(name: str, doc: str) -> Any:
-    """The attribute on_retry or on_give_up (`name`) of the twin Retry: None
-    or a callable, stored in the instance __dict__ while set; not deleted."""
-
-    def get(self: _Extras) -> Callable[[RetryEvent], object] | None:
-        return self._get(name)  # type: ignore[no-any-return]
-
-    def set_(self: _Extras, value: Callable[[RetryEvent], object] | None) -> None:
-        _check_hook(f"Retry.{name}", "value", value)
-        self._store(name, value)
-
-    def delete(self: _Extras) -> NoReturn:
-        raise AttributeError(f"cannot delete attribute '{name}'")
-
-    return property(get, set_, delete, doc)
-
-
-def _check_callable(obj: Any, name: str) -> None:
-    if not callable(obj):
-        raise TypeError(
-            f"call_with_retry() argument '{name}' must be callable, not {type(obj).__name__}"
-        )
-
-
-class _Extras:
+class _Extras(_DeadlineSteps, _HooksSteps):
     """What both twin Retry types add to redis-py's: the extras' attributes
     and checks, ``==``, ``repr``, ``deepcopy``, and the hooks of
     ``call_with_retry`` (the points of ``csrc/retry_core.h``).
@@ -668,17 +317,6 @@ class _Extras:
     # Retry had extras then.  A call that started without them is plain to
     # its end, whatever is set during it (csrc/extras.h's rbc_call_extras).
 
-    def _begin(self) -> tuple[bool, float | None]:
-        """Once, after reset(): counts the call; whether it is counted, and
-        its deadline (when it must end, monotonic seconds) or None."""
-        state = vars(self)
-        stats: RetryStats | None = state.get("stats")
-        if stats is not None:
-            stats._count(RetryStats.CALLS)
-        deadline = state.get("deadline")
-        deadline_at = None if deadline is None else time.monotonic() + float(deadline)
-        return self._has_extras(), deadline_at
-
     def _extras(self, counted: bool) -> Mapping[str, Any]:
         """Where the call's hooks find the extras: the Retry's now, or none."""
         return vars(self) if counted else _NO_EXTRAS
@@ -765,61 +403,12 @@ class _Extras:
             return "may_have_run"
         return self._refuse_retry(counted, failures)
 
-    def _retrying(self, counted: bool, error: BaseException, attempt: int, delay: Any) -> None:
-        """on_retry(event), just before the backoff sleep (redis_backoff_c.hooks)."""
-        hook = self._extras(counted).get("on_retry")
-        if hook is not None:
-            _hooks._call(hook, RetryEvent(attempt, error, delay, None))
-
-    def _gave_up(self, counted: bool, reason: str, error: BaseException, attempt: int) -> None:
-        """on_give_up(event), just before the error is raised."""
-        hook = self._extras(counted).get("on_give_up")
-        if hook is not None:
-            _hooks._call(hook, RetryEvent(attempt, error, None, reason))
-
-    def _before_sleep(self, counted: bool, deadline_at: float | None, delay: Any) -> bool:
-        """Before sleeping ``delay`` (> 0): False to give up, because the
-        sleep would reach the call's deadline."""
-        state = self._extras(counted)
-        if deadline_at is None and state.get("stats") is None:
-            return True
-        seconds = float(delay)
-        # The delay's __float__ may have changed the extras: read them again.
-        stats: RetryStats | None = self._extras(counted).get("stats")
-        if deadline_at is not None and time.monotonic() + seconds >= deadline_at:
-            if stats is not None:
-                stats._count(RetryStats.GIVE_UPS_DEADLINE)
-            return False
-        return True
-
-    def _sleep_started(self, counted: bool) -> float | None:
-        """The clock when a backoff sleep starts, when there are stats."""
-        return time.monotonic() if self._extras(counted).get("stats") is not None else None
-
-    def _sleep_ended(self, counted: bool, started: float | None) -> None:
-        """slept_seconds adds the time the sleep actually took."""
-        stats: RetryStats | None = self._extras(counted).get("stats")
-        if started is not None and stats is not None:
-            stats._add_slept(max(0.0, time.monotonic() - started))
-
     def _aborted(self, counted: bool) -> None:
         """The call ended with an exception from fail(), a checker,
         compute() or the sleep, or thrown in while they were awaited."""
         stats: RetryStats | None = self._extras(counted).get("stats")
         if stats is not None:
             stats._count(RetryStats.ABORTED)
-
-    def _before_retry(self, counted: bool, deadline_at: float | None) -> bool:
-        """Before each attempt after the first: False to give up, because
-        the deadline has passed; else the retry is counted."""
-        stats: RetryStats | None = self._extras(counted).get("stats")
-        if deadline_at is not None and time.monotonic() >= deadline_at:
-            if stats is not None:
-                stats._count(RetryStats.GIVE_UPS_DEADLINE)
-            return False
-        if stats is not None:
-            stats._count(RetryStats.RETRIES)
-        return True
 
 
 #: The extras of a call that started without any (see _Extras._extras).
