@@ -109,6 +109,33 @@ normal_power_of_two(int n)
     return value;
 }
 
+/* n when `count` is an exact int (not a bool, not a subclass) in
+ * [-1022, 1023], the counts for which 2**n is a normal float. */
+static inline int
+small_exponent(PyObject *count, int *n)
+{
+    long long value;
+    if (!PyLong_CheckExact(count) || !rbc_small_int_value(count, &value) || value < -1022
+        || value > 1023) {
+        return 0;
+    }
+    *n = (int)value;
+    return 1;
+}
+
+/* x * 2**n for -1022 <= n <= 1023, when it is finite: then redis-py 8.0
+ * and 8.1's Python numbers (an exact power of two, a float operand, one
+ * rounding) and 8.2's math.ldexp (one rounding, x itself for a zero) give
+ * this same double, and which release is installed need not be asked.  0
+ * for an infinite or NaN product, where the rules part (8.2's
+ * _exponential gives +inf where ldexp overflows, of either sign). */
+static inline int
+direct_scaled(double x, int n, double *out)
+{
+    *out = x * normal_power_of_two(n);
+    return isfinite(*out);
+}
+
 /* 2.0 ** f as Python's float power computes it (for finite f below 1024). */
 static inline double
 float_power_of_two(double f)
@@ -419,6 +446,10 @@ generic_exponential_ldexp(PyObject *x, PyObject *failures)
 static inline int
 exponential_double(const rbc_strategies_state *ss, double x, PyObject *failures, double *out)
 {
+    int n;
+    if (small_exponent(failures, &n) && direct_scaled(x, n, out)) {
+        return 1; /* the rules agree */
+    }
     if (ss->ldexp_rule) {
         return exponential_ldexp_double(x, failures, out);
     }
@@ -942,31 +973,12 @@ capped_compute_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
  * product that is not finite, a replaced random.uniform or random.random
  * on the default source) to the path above, which does all of it again. */
 
-/* n when the call is compute(n), one positional exact int in
- * [-1022, 1023] (not a bool, not a subclass): 2**n is then a normal float. */
+/* n when the call is compute(n), one positional count that
+ * small_exponent() takes. */
 static inline int
 direct_count(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int *n)
 {
-    long long value;
-    if (nargs != 1 || kwnames != NULL || !PyLong_CheckExact(args[0])
-        || !rbc_small_int_value(args[0], &value) || value < -1022 || value > 1023) {
-        return 0;
-    }
-    *n = (int)value;
-    return 1;
-}
-
-/* x * 2**n for -1022 <= n <= 1023, when it is finite: then redis-py 8.0
- * and 8.1's Python numbers (an exact power of two, a float operand, one
- * rounding) and 8.2's math.ldexp (one rounding, x itself for a zero) give
- * this same double, and which release is installed need not be asked.  0
- * for an infinite or NaN product, where the rules part (8.2's
- * _exponential gives +inf where ldexp overflows, of either sign). */
-static inline int
-direct_scaled(double x, int n, double *out)
-{
-    *out = x * normal_power_of_two(n);
-    return isfinite(*out);
+    return nargs == 1 && kwnames == NULL && small_exponent(args[0], n);
 }
 
 /* min(cap, base * 2**n) as a double for compute(n) on a strategy whose
@@ -1100,8 +1112,7 @@ exponential_with_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_
             return compute_capped(st, self, compute_exponential_with_jitter, args[0]);
         }
         double product, x = rbc_xoshiro_double(st->random.xoshiro) * PyFloat_AS_DOUBLE(base);
-        if (!direct_scaled(x, n, &product)
-            && !exponential_double(&st->strategies, x, args[0], &product)) {
+        if (!exponential_double(&st->strategies, x, args[0], &product)) {
             /* Unreachable: exponential_double takes every small exact int. */
             PyErr_SetString(PyExc_SystemError, "compute(): no fast path for the count");
             return NULL;

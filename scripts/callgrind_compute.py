@@ -37,6 +37,9 @@ if source == "fast":
 if kind == "floor":
     f = (3).bit_length
     stmt = "f()"
+elif kind == "random":
+    f = random.random
+    stmt = "f()"
 elif kind == "floor1":
     f = ().count
     stmt = f"f({FAILURES})"
@@ -86,23 +89,28 @@ def main() -> None:
     parser.add_argument("--filter", default="", help="only strategies whose name contains this")
     parser.add_argument("--jobs", type=int, default=2, help="valgrind runs at once")
     args = parser.parse_args()
-    runs = [("floor", "-", "python"), ("floor1", "-", "python")]
+    runs = [("floor", "-", "python"), ("floor1", "-", "python"), ("random", "-", "python")]
     for name in STRATEGIES:
         if args.filter in name:
             sources = ("python", "fast") if name in JITTERED else ("python",)
             runs += [("strategy", name, source) for source in sources]
     with ThreadPoolExecutor(args.jobs) as pool:
         counts = list(pool.map(lambda run: per_call(*run, args.calls), runs))
-    floor = counts[0]
+    floor, random_call = counts[0], counts[2]
     print(f"CPython {sys.version.split()[0]}, {args.calls} calls, instructions per call")
+    labels = {
+        "floor": "floor: (3).bit_length()",
+        "floor1": "one-argument floor: ().count(3)",
+        "random": "random.random()",
+    }
     for (kind, name, source), count in zip(runs, counts):
-        if kind == "floor":
-            label = "floor: (3).bit_length()"
-        elif kind == "floor1":
-            label = "one-argument floor: ().count(3)"
-        else:
-            label = f"{name}.compute(3)" + (f" [{source}]" if name in JITTERED else "")
-        print(f"  {label:50} {count:7.1f}  {count / floor:5.2f}x floor")
+        label = labels.get(kind) or f"{name}.compute(3)" + (
+            f" [{source}]" if name in JITTERED else ""
+        )
+        line = f"  {label:50} {count:7.1f}  {count / floor:5.2f}x floor"
+        if source == "python" and name in JITTERED:
+            line += f", above random.random() {(count - random_call) / floor:5.2f}x"
+        print(line)
 
 
 if __name__ == "__main__":
