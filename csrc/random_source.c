@@ -161,6 +161,20 @@ rbc_random_call_uniform(rbc_random_state *rs, PyObject *a, PyObject *b)
 }
 
 int
+rbc_random_random_unpatched(rbc_random_state *rs, double *out)
+{
+    if (rs->use_fast) {
+        *out = rbc_xoshiro_double(rs->xoshiro);
+        return 0;
+    }
+    PyObject *random = PyDict_GetItemWithError(rs->module_dict, rs->str_random);
+    if (random == NULL || !is_unpatched_random(rs, random)) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    return call_instance_random(rs, out);
+}
+
+int
 rbc_random_random_python(rbc_random_state *rs, double *out, PyObject **result)
 {
     *result = NULL;

@@ -1061,15 +1061,14 @@ direct_uniform_delay(rbc_state *st, double high, int equal, int *handed_over)
 }
 
 /* compute() of FullJitter (equal 0) and EqualJitter (equal 1). */
-static inline PyObject *
+static inline Py_ALWAYS_INLINE PyObject *
 uniform_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                        PyObject *kwnames, PyCFunction compute, int equal)
 {
     double high;
     int cap_wins, handed_over = 1;
-    rbc_state *st;
-    if (direct_capped_bound(self, args, nargs, kwnames, &high, &cap_wins)
-        && (st = direct_state(self, compute)) != NULL) {
+    rbc_state *st = direct_state(self, compute); /* first: no double held across its call */
+    if (st != NULL && direct_capped_bound(self, args, nargs, kwnames, &high, &cap_wins)) {
         PyObject *delay = direct_uniform_delay(st, high, equal, &handed_over);
         if (!handed_over) {
             return delay;
@@ -1093,58 +1092,82 @@ equal_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, Py
                                   AS_PYCFUNCTION(equal_jitter_compute), 1);
 }
 
-/* min(cap, exponential(random.random() * base, n)) with the fast source:
- * the draw is C, so nothing here runs Python code, and the fields need not
- * be owned.  The default source draws through the random module (a
- * replaced random.random is Python code): that takes the path below, with
- * the fields owned, the bind and the state's search skipped. */
+/* min(cap, exponential(x, n)) on the direct path, cap an exact float.  A
+ * new reference. */
+static inline PyObject *
+direct_capped_delay(rbc_state *st, PyObject *cap, double x, PyObject *failures, int n)
+{
+    double product;
+    if (!direct_scaled(x, n, &product)
+        && !exponential_double(&st->strategies, x, failures, &product)) {
+        /* Unreachable: exponential_double takes every small exact int. */
+        PyErr_SetString(PyExc_SystemError, "compute(): no fast path for the count");
+        return NULL;
+    }
+    return product < PyFloat_AS_DOUBLE(cap) ? PyFloat_FromDouble(product) : Py_NewRef(cap);
+}
+
+/* min(cap, exponential(random.random() * base, n)).  The fast source draws
+ * in C: nothing runs Python code, and the fields need not be owned.  The
+ * default source looks random.random up in the module's dict: the cap,
+ * which may be the result, is owned across the draw (the base is read
+ * before it, as the general path reads it), and a replaced random.random
+ * is left to the general path, which calls it. */
 static PyObject *
 exponential_with_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
     PyObject *cap = CAPPED(self)->cap, *base = CAPPED(self)->base;
-    rbc_state *st;
+    rbc_state *st = direct_state(self, AS_PYCFUNCTION(exponential_with_jitter_compute));
     int n;
-    if (direct_count(args, nargs, kwnames, &n) && PyFloat_CheckExact(cap)
-        && PyFloat_CheckExact(base)
-        && (st = direct_state(self, AS_PYCFUNCTION(exponential_with_jitter_compute))) != NULL) {
-        if (!st->random.use_fast) {
-            return compute_capped(st, self, compute_exponential_with_jitter, args[0]);
+    if (st != NULL && direct_count(args, nargs, kwnames, &n) && PyFloat_CheckExact(cap)
+        && PyFloat_CheckExact(base)) {
+        double r, base_value = PyFloat_AS_DOUBLE(base);
+        if (st->random.use_fast) {
+            r = rbc_xoshiro_double(st->random.xoshiro);
+            return direct_capped_delay(st, cap, r * base_value, args[0], n);
         }
-        double product, x = rbc_xoshiro_double(st->random.xoshiro) * PyFloat_AS_DOUBLE(base);
-        if (!exponential_double(&st->strategies, x, args[0], &product)) {
-            /* Unreachable: exponential_double takes every small exact int. */
-            PyErr_SetString(PyExc_SystemError, "compute(): no fast path for the count");
-            return NULL;
+        PyObject *delay = NULL;
+        Py_INCREF(cap);
+        int status = rbc_random_random_unpatched(&st->random, &r);
+        if (status == 0) {
+            delay = direct_capped_delay(st, cap, r * base_value, args[0], n);
         }
-        return product < PyFloat_AS_DOUBLE(cap) ? PyFloat_FromDouble(product) : Py_NewRef(cap);
+        Py_DECREF(cap);
+        if (status <= 0) {
+            return delay;
+        }
     }
     return capped_compute_method(self, args, nargs, kwnames, compute_exponential_with_jitter);
 }
 
-/* DecorrelatedJitter with the fast source: max(base, previous * 3), the
- * draw and min(cap, temp) in doubles, the new previous stored; the old one,
- * a float or int, frees without running Python code.  The default source
- * takes the path below, the bind and the state's search skipped. */
+/* DecorrelatedJitter: max(base, previous * 3), the draw and min(cap, temp)
+ * in doubles, the new previous stored (the old one, read as a float or int,
+ * frees without running Python code).  The cap, which may be the result,
+ * is owned across the draw (the default source looks random.uniform up in
+ * the module's dict); a replaced random.uniform is left to the general
+ * path, which calls it. */
 static PyObject *
 decorrelated_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *failures; /* bound for its checks, not used by the formula */
     DecorrelatedObject *obj = DECORRELATED(self);
-    double cap, base, previous;
-    rbc_state *st;
-    if (nargs == 1 && kwnames == NULL && PyLong_CheckExact(args[0])
-        && (st = direct_state(self, AS_PYCFUNCTION(decorrelated_compute))) != NULL) {
-        if (!(st->random.use_fast && exact_double(obj->capped.cap, &cap)
-              && exact_double(obj->capped.base, &base) && exact_double(obj->previous, &previous))) {
+    double cap, base, previous, temp;
+    rbc_state *st = direct_state(self, AS_PYCFUNCTION(decorrelated_compute));
+    if (st != NULL && nargs == 1 && kwnames == NULL && PyLong_CheckExact(args[0])
+        && exact_double(obj->capped.cap, &cap) && exact_double(obj->capped.base, &base)
+        && exact_double(obj->previous, &previous)) {
+        double tripled = previous * 3.0;
+        double high = tripled > base ? tripled : base; /* max(base, tripled) */
+        PyObject *cap_obj = Py_NewRef(obj->capped.cap), *delay = NULL;
+        int status = rbc_random_uniform(&st->random, base, high, &temp);
+        if (status == 0) {
+            delay = temp < cap ? PyFloat_FromDouble(temp) : Py_NewRef(cap_obj);
+        }
+        Py_DECREF(cap_obj);
+        if (status > 0) {
             return compute_decorrelated(st, obj);
         }
-        double tripled = previous * 3.0, temp;
-        double high = tripled > base ? tripled : base; /* max(base, tripled) */
-        if (rbc_random_uniform(&st->random, base, high, &temp) != 0) {
-            return NULL; /* the fast source never fails */
-        }
-        PyObject *delay = temp < cap ? PyFloat_FromDouble(temp) : Py_NewRef(obj->capped.cap);
         if (delay != NULL) {
             Py_SETREF(obj->previous, Py_NewRef(delay));
         }

@@ -14,6 +14,9 @@ path, from the same seed.
 
 import math
 import random
+from decimal import Decimal
+from fractions import Fraction
+from unittest import mock
 
 import pytest
 import redis.backoff as reference
@@ -186,3 +189,29 @@ def test_direct_path_matches_general_path_on_the_fast_source(name, cap):
                     steps.append(outcome(lambda b=backoff: b._previous_backoff))
                 results.append(steps)
             assert results[0] == results[1], (base, count)
+
+
+@pytest.mark.parametrize("name", CAPPED)
+@pytest.mark.parametrize(
+    "draw", [0.75, 1, Fraction(1, 3), Decimal("0.5")], ids=["float", "int", "Fraction", "Decimal"]
+)
+def test_replaced_random_functions_are_called_alike(name, draw):
+    """A replaced random.random or random.uniform is handed to the general
+    path, which calls it as redis-py does, whatever it returns."""
+    results = []
+    for module in (reference, c_backoff):
+        backoff = strategy(module, name, 0.512, 0.008)
+        calls = []
+
+        def uniform(a, b):
+            calls.append(("uniform", a, b))
+            return draw
+
+        def replaced_random():
+            calls.append(("random",))
+            return draw
+
+        with mock.patch("random.random", replaced_random), mock.patch("random.uniform", uniform):
+            steps = [outcome(lambda n=n: backoff.compute(n)) for n in (3, 0, 3)]
+        results.append((steps, [tuple(map(repr, call)) for call in calls]))
+    assert results[0] == results[1]
