@@ -82,7 +82,7 @@ rbc_small_int_value(PyObject *obj, long long *value)
     return 0;
 }
 
-/* Py_NO_INLINE is 3.11+. */
+/* Py_NO_INLINE and Py_ALWAYS_INLINE are 3.11+. */
 #ifndef Py_NO_INLINE
 #if defined(__GNUC__) || defined(__clang__)
 #define Py_NO_INLINE __attribute__((noinline))
@@ -90,6 +90,15 @@ rbc_small_int_value(PyObject *obj, long long *value)
 #define Py_NO_INLINE __declspec(noinline)
 #else
 #define Py_NO_INLINE
+#endif
+#endif
+#ifndef Py_ALWAYS_INLINE
+#if defined(__GNUC__) || defined(__clang__)
+#define Py_ALWAYS_INLINE __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define Py_ALWAYS_INLINE __forceinline
+#else
+#define Py_ALWAYS_INLINE
 #endif
 #endif
 

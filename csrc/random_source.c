@@ -113,11 +113,17 @@ is_unpatched_random(rbc_random_state *rs, PyObject *random)
            && PyCFunction_GET_FUNCTION(random) == PyCFunction_GET_FUNCTION(rs->instance_random);
 }
 
-/* random._inst.random(): what the unpatched uniform calls as self.random(). */
+/* random._inst.random(): what the unpatched uniform calls as self.random().
+ * It is a C method taking no argument (METH_NOARGS): called as CPython's
+ * own call of one calls it, its function with (self, NULL), which skips
+ * the generic call's helpers (a recursion check: it calls nothing back). */
 static int
 call_instance_random(rbc_random_state *rs, double *out)
 {
-    PyObject *value = PyObject_CallNoArgs(rs->instance_random);
+    PyObject *method = rs->instance_random;
+    PyObject *value = PyCFunction_GET_FLAGS(method) == METH_NOARGS
+                          ? PyCFunction_GET_FUNCTION(method)(PyCFunction_GET_SELF(method), NULL)
+                          : PyObject_CallNoArgs(method);
     if (value == NULL) {
         return -1;
     }
@@ -158,6 +164,20 @@ rbc_random_call_uniform(rbc_random_state *rs, PyObject *a, PyObject *b)
     PyObject *result = PyObject_Vectorcall(uniform, args, 2, NULL);
     Py_DECREF(uniform);
     return result;
+}
+
+int
+rbc_random_random_unpatched(rbc_random_state *rs, double *out)
+{
+    if (rs->use_fast) {
+        *out = rbc_xoshiro_double(rs->xoshiro);
+        return 0;
+    }
+    PyObject *random = PyDict_GetItemWithError(rs->module_dict, rs->str_random);
+    if (random == NULL || !is_unpatched_random(rs, random)) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    return call_instance_random(rs, out);
 }
 
 int

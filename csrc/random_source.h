@@ -84,6 +84,13 @@ rbc_random_random(rbc_random_state *rs, double *out, PyObject **result)
     return rbc_random_random_python(rs, out, result);
 }
 
+/* random() when it can be drawn without calling a replaced random.random:
+ * from the fast generator, or from the random module's own generator while
+ * random.random is its unpatched method.  Returns 0 with *out set; 1 when
+ * random.random has been replaced (nothing was called: the caller takes
+ * the path of rbc_random_random); -1 with an exception set. */
+int rbc_random_random_unpatched(rbc_random_state *rs, double *out);
+
 /* Methods of the module: set_random_source / get_random_source. */
 PyObject *rbc_set_random_source(PyObject *module, PyObject *const *args,
                                 Py_ssize_t nargs, PyObject *kwnames);

@@ -1,6 +1,9 @@
 /* The seven backoff strategies of redis.backoff, as C heap types.
  *
- * Every compute() has two paths that give the same result:
+ * Every compute() has two paths that give the same result, and a direct
+ * path in front of them for the common call (compute(n), n a small int,
+ * float cap and base; see "The direct path" below), which gives the fast
+ * path's double without asking for the module state or owning a field:
  *
  * - a fast path in doubles, taken when the parameters are floats (or small
  *   ints, where only compared) and the failure count is an int, bool or
@@ -104,6 +107,33 @@ normal_power_of_two(int n)
     double value;
     memcpy(&value, &bits, sizeof(value));
     return value;
+}
+
+/* n when `count` is an exact int (not a bool, not a subclass) in
+ * [-1022, 1023], the counts for which 2**n is a normal float. */
+static inline int
+small_exponent(PyObject *count, int *n)
+{
+    long long value;
+    if (!PyLong_CheckExact(count) || !rbc_small_int_value(count, &value) || value < -1022
+        || value > 1023) {
+        return 0;
+    }
+    *n = (int)value;
+    return 1;
+}
+
+/* x * 2**n for -1022 <= n <= 1023, when it is finite: then redis-py 8.0
+ * and 8.1's Python numbers (an exact power of two, a float operand, one
+ * rounding) and 8.2's math.ldexp (one rounding, x itself for a zero) give
+ * this same double, and which release is installed need not be asked.  0
+ * for an infinite or NaN product, where the rules part (8.2's
+ * _exponential gives +inf where ldexp overflows, of either sign). */
+static inline int
+direct_scaled(double x, int n, double *out)
+{
+    *out = x * normal_power_of_two(n);
+    return isfinite(*out);
 }
 
 /* 2.0 ** f as Python's float power computes it (for finite f below 1024). */
@@ -416,6 +446,10 @@ generic_exponential_ldexp(PyObject *x, PyObject *failures)
 static inline int
 exponential_double(const rbc_strategies_state *ss, double x, PyObject *failures, double *out)
 {
+    int n;
+    if (small_exponent(failures, &n) && direct_scaled(x, n, out)) {
+        return 1; /* the rules agree */
+    }
     if (ss->ldexp_rule) {
         return exponential_ldexp_double(x, failures, out);
     }
@@ -929,10 +963,69 @@ capped_compute_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     return compute_capped(st, self, formula, failures);
 }
 
+/* ---- The direct path: the common call, compute(n) ------------------- */
+
+/* Most calls are compute(n) with n a small int, on a strategy whose cap and
+ * base are floats.  Each compute() method tries this path first: it reads
+ * the fields without owning them, makes no call that can run Python code
+ * while it holds them, finds no module state unless it draws, and hands
+ * anything else (a keyword, another count, an int or Decimal parameter, a
+ * product that is not finite, a replaced random.uniform or random.random
+ * on the default source) to the path above, which does all of it again. */
+
+/* n when the call is compute(n), one positional count that
+ * small_exponent() takes. */
+static inline int
+direct_count(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int *n)
+{
+    return nargs == 1 && kwnames == NULL && small_exponent(args[0], n);
+}
+
+/* min(cap, base * 2**n) as a double for compute(n) on a strategy whose
+ * cap and base are exact floats (read, not owned: the caller makes no call
+ * that can run Python code before it is done with them).  *cap_wins tells
+ * whether the cap object is the minimum. */
+static inline int
+direct_capped_bound(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    double *out, int *cap_wins)
+{
+    PyObject *cap = CAPPED(self)->cap, *base = CAPPED(self)->base;
+    double product;
+    int n;
+    if (!(direct_count(args, nargs, kwnames, &n) && PyFloat_CheckExact(cap)
+          && PyFloat_CheckExact(base) && direct_scaled(PyFloat_AS_DOUBLE(base), n, &product))) {
+        return 0;
+    }
+    *cap_wins = !(product < PyFloat_AS_DOUBLE(cap)); /* min(): the cap unless less */
+    *out = *cap_wins ? PyFloat_AS_DOUBLE(cap) : product;
+    return 1;
+}
+
+/* The module state behind `self` when its type is exactly the one whose
+ * compute is `compute` (the first entry of its method table, which only a
+ * type made from this file's spec holds), read from the type's module
+ * without the search rbc_state_of makes; NULL (no exception) otherwise, a
+ * subclass's instance included: the caller then takes the path above. */
+static inline rbc_state *
+direct_state(PyObject *self, PyCFunction compute)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject *module = ((PyHeapTypeObject *)type)->ht_module;
+    if (type->tp_methods == NULL || type->tp_methods[0].ml_meth != compute || module == NULL) {
+        return NULL;
+    }
+    return rbc_get_state(module);
+}
+
+#define AS_PYCFUNCTION(f) ((PyCFunction)(void (*)(void))(f))
+
 static PyObject *
 constant_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *failures;
+    if (nargs == 1 && kwnames == NULL && PyLong_CheckExact(args[0])) {
+        return Py_NewRef(CONSTANT(self)->backoff);
+    }
     if (compute_call_state(self, args, nargs, kwnames, &failures) == NULL) {
         return NULL;
     }
@@ -942,37 +1035,149 @@ constant_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObje
 static PyObject *
 exponential_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
+    double delay;
+    int cap_wins;
+    if (direct_capped_bound(self, args, nargs, kwnames, &delay, &cap_wins)) {
+        return cap_wins ? Py_NewRef(CAPPED(self)->cap) : PyFloat_FromDouble(delay);
+    }
     return capped_compute_method(self, args, nargs, kwnames, compute_exponential);
+}
+
+/* uniform(0, high) for FullJitter, temp + uniform(0, temp) with temp =
+ * high / 2 for EqualJitter, on the direct path: only doubles are left to
+ * use once the draw is made.  NULL without an exception when
+ * random.uniform is replaced (nothing was called: the path above calls
+ * it); NULL with one on error. */
+static inline PyObject *
+direct_uniform_delay(rbc_state *st, double high, int equal, int *handed_over)
+{
+    double low = equal ? high / 2.0 : 0.0, width = equal ? low : high, jitter;
+    int status = rbc_random_uniform(&st->random, 0.0, width, &jitter);
+    *handed_over = status > 0;
+    if (status != 0) {
+        return NULL;
+    }
+    return PyFloat_FromDouble(equal ? low + jitter : jitter);
+}
+
+/* compute() of FullJitter (equal 0) and EqualJitter (equal 1). */
+static inline Py_ALWAYS_INLINE PyObject *
+uniform_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames, PyCFunction compute, int equal)
+{
+    double high;
+    int cap_wins, handed_over = 1;
+    rbc_state *st = direct_state(self, compute); /* first: no double held across its call */
+    if (st != NULL && direct_capped_bound(self, args, nargs, kwnames, &high, &cap_wins)) {
+        PyObject *delay = direct_uniform_delay(st, high, equal, &handed_over);
+        if (!handed_over) {
+            return delay;
+        }
+    }
+    return capped_compute_method(self, args, nargs, kwnames,
+                                 equal ? compute_equal_jitter : compute_full_jitter);
 }
 
 static PyObject *
 full_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    return capped_compute_method(self, args, nargs, kwnames, compute_full_jitter);
+    return uniform_jitter_compute(self, args, nargs, kwnames, AS_PYCFUNCTION(full_jitter_compute),
+                                  0);
 }
 
 static PyObject *
 equal_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    return capped_compute_method(self, args, nargs, kwnames, compute_equal_jitter);
+    return uniform_jitter_compute(self, args, nargs, kwnames,
+                                  AS_PYCFUNCTION(equal_jitter_compute), 1);
 }
 
+/* min(cap, exponential(x, n)) on the direct path, cap an exact float.  A
+ * new reference. */
+static inline PyObject *
+direct_capped_delay(rbc_state *st, PyObject *cap, double x, PyObject *failures, int n)
+{
+    double product;
+    if (!direct_scaled(x, n, &product)
+        && !exponential_double(&st->strategies, x, failures, &product)) {
+        /* Unreachable: exponential_double takes every small exact int. */
+        PyErr_SetString(PyExc_SystemError, "compute(): no fast path for the count");
+        return NULL;
+    }
+    return product < PyFloat_AS_DOUBLE(cap) ? PyFloat_FromDouble(product) : Py_NewRef(cap);
+}
+
+/* min(cap, exponential(random.random() * base, n)).  The fast source draws
+ * in C: nothing runs Python code, and the fields need not be owned.  The
+ * default source looks random.random up in the module's dict: the cap,
+ * which may be the result, is owned across the draw (the base is read
+ * before it, as the general path reads it), and a replaced random.random
+ * is left to the general path, which calls it. */
 static PyObject *
 exponential_with_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
+    PyObject *cap = CAPPED(self)->cap, *base = CAPPED(self)->base;
+    rbc_state *st = direct_state(self, AS_PYCFUNCTION(exponential_with_jitter_compute));
+    int n;
+    if (st != NULL && direct_count(args, nargs, kwnames, &n) && PyFloat_CheckExact(cap)
+        && PyFloat_CheckExact(base)) {
+        double r, base_value = PyFloat_AS_DOUBLE(base);
+        if (st->random.use_fast) {
+            r = rbc_xoshiro_double(st->random.xoshiro);
+            return direct_capped_delay(st, cap, r * base_value, args[0], n);
+        }
+        PyObject *delay = NULL;
+        Py_INCREF(cap);
+        int status = rbc_random_random_unpatched(&st->random, &r);
+        if (status == 0) {
+            delay = direct_capped_delay(st, cap, r * base_value, args[0], n);
+        }
+        Py_DECREF(cap);
+        if (status <= 0) {
+            return delay;
+        }
+    }
     return capped_compute_method(self, args, nargs, kwnames, compute_exponential_with_jitter);
 }
 
+/* DecorrelatedJitter: max(base, previous * 3), the draw and min(cap, temp)
+ * in doubles, the new previous stored (the old one, read as a float or int,
+ * frees without running Python code).  The cap, which may be the result,
+ * is owned across the draw (the default source looks random.uniform up in
+ * the module's dict); a replaced random.uniform is left to the general
+ * path, which calls it. */
 static PyObject *
 decorrelated_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *failures; /* bound for its checks, not used by the formula */
-    rbc_state *st = compute_call_state(self, args, nargs, kwnames, &failures);
+    DecorrelatedObject *obj = DECORRELATED(self);
+    double cap, base, previous, temp;
+    rbc_state *st = direct_state(self, AS_PYCFUNCTION(decorrelated_compute));
+    if (st != NULL && nargs == 1 && kwnames == NULL && PyLong_CheckExact(args[0])
+        && exact_double(obj->capped.cap, &cap) && exact_double(obj->capped.base, &base)
+        && exact_double(obj->previous, &previous)) {
+        double tripled = previous * 3.0;
+        double high = tripled > base ? tripled : base; /* max(base, tripled) */
+        PyObject *cap_obj = Py_NewRef(obj->capped.cap), *delay = NULL;
+        int status = rbc_random_uniform(&st->random, base, high, &temp);
+        if (status == 0) {
+            delay = temp < cap ? PyFloat_FromDouble(temp) : Py_NewRef(cap_obj);
+        }
+        Py_DECREF(cap_obj);
+        if (status > 0) {
+            return compute_decorrelated(st, obj);
+        }
+        if (delay != NULL) {
+            Py_SETREF(obj->previous, Py_NewRef(delay));
+        }
+        return delay;
+    }
+    st = compute_call_state(self, args, nargs, kwnames, &failures);
     if (st == NULL) {
         return NULL;
     }
-    return compute_decorrelated(st, DECORRELATED(self));
+    return compute_decorrelated(st, obj);
 }
 
 static PyObject *

@@ -53,12 +53,13 @@ ARGS = {"ConstantBackoff": (0.5,)}  # the others are built with their defaults
 # targets(version) gives them for any version, the names below for this one.
 # Rows at the interpreter's floor are judged against the floor, not
 # redis-py: ExponentialBackoff.compute (default source) and the jittered
-# ones with the fast source must be within the floor target of a builtin
-# method call of the same shape; the jittered ones on the default source,
-# which call into `random` as redis-py must, keep a ratio against redis-py.
-# Memory: a deep-copied strategy (what each connection holds) at most a
-# quarter of redis-py's; fresh objects are reported with no target (the GC
-# header a parameter's object graph needs is the contract's cost).
+# ones with the fast source must be within the floor target of a bound
+# builtin method call taking no argument, (3).bit_length() (a one-argument
+# one, ().count(3), is reported beside it); the jittered ones on the
+# default source, which call into `random` as redis-py must, by their time
+# above one random.random() call.  Memory: a deep-copied strategy (what
+# each connection holds) no more than a tuple of its fields; fresh objects
+# are reported with no target.
 
 
 def targets(version):
@@ -314,6 +315,7 @@ def compute_cases():
             c_side = "c" if name == "ExponentialBackoff" else "c-fast"
             tag = "" if name == "ExponentialBackoff" else " [fast]"
             sides["floor"] = lambda st: _floor_side()
+            sides["floor-1"] = lambda st: _one_argument_floor_side()
             rows.append(
                 Row(
                     f"{name}.compute({FAILURES}){tag} vs floor",
@@ -321,6 +323,16 @@ def compute_cases():
                     num=c_side,
                     den="floor",
                     target=floor_target(name),
+                )
+            )
+            # Beside it, no target: a builtin taking one argument, as
+            # compute does (METH_O, the cheapest way to take one).
+            rows.append(
+                Row(
+                    f"{name}.compute({FAILURES}){tag} vs one-argument floor",
+                    kind="floor",
+                    num=c_side,
+                    den="floor-1",
                 )
             )
         if name in JITTERED:
@@ -351,10 +363,17 @@ def compute_cases():
 
 def _floor_side():
     # The floor the compute targets are set against: a bound builtin
-    # method call.  Other builtins move it both ways (callgrind, 3.12: the
-    # one-argument ().count(3) is about 30% cheaper, math.fabs(3), which
-    # also returns a new float, about 10% dearer than compute(3)).
+    # method call that takes no argument, (3).bit_length().  Other builtins
+    # move it both ways (callgrind, 3.12: the one-argument ().count(3) is
+    # about 30% cheaper, math.fabs(3), which also returns a new float, about
+    # 10% dearer than compute(3)).
     return stmt_side("floor", "f()", {"f": (3).bit_length})
+
+
+def _one_argument_floor_side():
+    # A bound builtin method taking one argument, as compute(3) does:
+    # ().count(3), a METH_O method.
+    return stmt_side("floor-1", f"f({FAILURES})", {"f": ().count})
 
 
 def floor_case():
@@ -364,12 +383,23 @@ def floor_case():
         {
             "floor": lambda st: _floor_side(),
             "floor-attr": lambda st: stmt_side("floor-attr", "x.bit_length()", {"x": 3}),
+            "floor-1": lambda st: _one_argument_floor_side(),
         },
         [
             Row("floor: f() with f = (3).bit_length", kind="single", num="floor"),
             Row("floor, attribute form: x.bit_length()", kind="single", num="floor-attr"),
+            Row(
+                f"one-argument floor: f({FAILURES}) with f = ().count",
+                kind="single",
+                num="floor-1",
+            ),
         ],
-        note="a no-argument builtin method call; the first form is the one the vs floor rows use",
+        note=(
+            "a bound builtin method call taking no argument, (3).bit_length(): the first form "
+            f"is the one the vs floor rows use; ().count({FAILURES}), a METH_O builtin taking "
+            "one argument as compute does, is reported beside it (vs one-argument floor rows, "
+            "no target)"
+        ),
     )
 
 

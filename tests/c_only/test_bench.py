@@ -346,8 +346,16 @@ def test_rows_are_judged_against_their_floors(tiny_run):
     assert len(tuples) == len(STRATEGIES)
     assert {r["target"] for r in tuples} == {1.0} and all(r["b"] for r in tuples)
     floors = [r for r in rows if r["kind"] == "floor"]
-    compute_floors = [r for r in floors if r["case"].startswith("compute/")]
+    compute_floors = [
+        r for r in floors if r["case"].startswith("compute/") and r["name"].endswith(" vs floor")
+    ]
     assert {r["target"] for r in compute_floors} == {here["floor"], here["floor_decorrelated"]}
+    # Beside each, the same C side against a one-argument builtin,
+    # ().count(3): reported, with no target.
+    one_argument = [r for r in floors if r["name"].endswith(" vs one-argument floor")]
+    assert len(one_argument) == len(compute_floors)
+    assert all(r["target"] is None and r["verdict"] is None for r in one_argument), one_argument
+    assert all(r["value"] for r in one_argument)
     # The jittered computes on the default source: above random.random(),
     # against the floor.
     above_random = [r for r in rows if "above random.random()" in r["name"]]

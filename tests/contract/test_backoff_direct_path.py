@@ -1,0 +1,217 @@
+"""The edges of compute()'s direct path, differentially.
+
+Each compute() method first tries a direct path for the common call,
+compute(n) with one positional exact int in [-1022, 1023] on float cap and
+base, while base * 2**n is finite; every other input is handed to the
+general path.  These tests put redis-py and the C types side by side on the
+inputs at that border (infinities, NaN, -0.0, huge and tiny floats, int,
+bool and subclassed parameters; negative, huge, bool, float and subclassed
+counts; a keyword; a subclass of the strategy), and check the direct path
+against the general path on the fast random source, which redis-py lacks:
+compute(n) against compute(failures=n), the keyword taking the general
+path, from the same seed.
+"""
+
+import math
+import random
+from decimal import Decimal
+from fractions import Fraction
+from unittest import mock
+
+import pytest
+import redis.backoff as reference
+from support import ALL, CAPPED, LDEXP_RULE, outcome
+
+import redis_backoff_c
+import redis_backoff_c.backoff as c_backoff
+
+
+class Float(float):
+    pass
+
+
+class Int(int):
+    pass
+
+
+PARAMETERS = [
+    0.512,
+    0.008,
+    1.0,
+    0.0,
+    -0.0,
+    -0.5,
+    math.inf,
+    -math.inf,
+    math.nan,
+    1e308,
+    5e-324,
+    2.0**-1022,
+    3,
+    0,
+    2**60,
+    -7,
+    True,
+    Float(0.25),
+    Int(2),
+]
+COUNTS = [
+    3,
+    0,
+    1,
+    -1,
+    -1022,
+    -1023,
+    -1074,
+    -1100,
+    1023,
+    1024,
+    2**30 - 1,
+    2**30,
+    2**31,
+    2**64,
+    -(2**64),
+    True,
+    False,
+    3.0,
+    -0.0,
+    1023.5,
+    Int(3),
+    Float(3.0),
+]
+SEED = 20261206
+
+
+def strategy(module, name, cap, base):
+    cls = getattr(module, name)
+    if name == "NoBackoff":
+        return cls()
+    if name == "ConstantBackoff":
+        return cls(cap)
+    return cls(cap, base)
+
+
+def compute_outcome(backoff, count, seed, **keyword):
+    random.seed(seed)
+    if keyword:
+        return outcome(lambda: backoff.compute(failures=count))
+    return outcome(lambda: backoff.compute(count))
+
+
+def askable(count):
+    """Whether redis-py can be asked: 8.0 and 8.1 build the exact int
+    2**count first, which for a count past a few thousand takes minutes and
+    gigabytes (the C side's answer there is test_past_1023_differential's)."""
+    return LDEXP_RULE or not (isinstance(count, int) and count > 20000)
+
+
+def comparable(expected, actual):
+    """redis-py's outcome and ours agree, but where redis-py 8.0 or 8.1
+    raises OverflowError (a count past 1023 with a float), which the C side
+    replaces by the formula's value (test_past_1023_differential.py)."""
+    if not LDEXP_RULE and expected == ("raised", OverflowError):
+        return True
+    return expected == actual
+
+
+BASES = [0.008, 1e308, -1e308, -0.0, math.nan, math.inf, 3, Float(0.5)]
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("cap", PARAMETERS, ids=repr)
+def test_edges_against_redis_py(name, cap):
+    for base in BASES if name in CAPPED else BASES[:1]:
+        for count in filter(askable, COUNTS):
+            expected = compute_outcome(strategy(reference, name, cap, base), count, SEED)
+            actual = compute_outcome(strategy(c_backoff, name, cap, base), count, SEED)
+            assert comparable(expected, actual), (base, count, expected, actual)
+
+
+@pytest.mark.parametrize("name", CAPPED)
+@pytest.mark.parametrize("count", list(filter(askable, COUNTS)), ids=repr)
+def test_counts_in_sequence_against_redis_py(name, count):
+    """The same object over several calls (DecorrelatedJitter's state, the
+    random stream) with the edge count between common ones."""
+    results = []
+    for module in (reference, c_backoff):
+        backoff = strategy(module, name, 0.512, 0.008)
+        random.seed(SEED)
+        results.append([outcome(lambda n=n: backoff.compute(n)) for n in (3, count, 5, count, 1)])
+    if not LDEXP_RULE and ("raised", OverflowError) in results[0]:
+        stop = results[0].index(("raised", OverflowError))
+        results = [steps[:stop] for steps in results]
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("name", CAPPED)
+def test_a_strategy_subclass_takes_the_general_path_alike(name):
+    class Mine(getattr(c_backoff, name)):
+        pass
+
+    class Theirs(getattr(reference, name)):
+        pass
+
+    for count in filter(askable, COUNTS):
+        expected = compute_outcome(Theirs(0.512, 0.008), count, SEED)
+        actual = compute_outcome(Mine(0.512, 0.008), count, SEED)
+        assert comparable(expected, actual), (count, expected, actual)
+
+
+@pytest.mark.parametrize("name", CAPPED)
+def test_an_overridden_compute_is_honoured(name):
+    class Mine(getattr(c_backoff, name)):
+        def compute(self, failures):
+            return ("mine", failures)
+
+    assert Mine().compute(3) == ("mine", 3)
+    assert redis_backoff_c.Retry(Mine(), 1)._backoff.compute(2) == ("mine", 2)
+
+
+@pytest.fixture
+def fast_source():
+    redis_backoff_c.set_random_source("fast", seed=1)
+    yield
+    redis_backoff_c.set_random_source("python")
+
+
+@pytest.mark.usefixtures("fast_source")
+@pytest.mark.parametrize("name", CAPPED)
+@pytest.mark.parametrize("cap", PARAMETERS, ids=repr)
+def test_direct_path_matches_general_path_on_the_fast_source(name, cap):
+    for base in BASES:
+        for count in filter(askable, COUNTS):
+            results = []
+            for keyword in ({}, {"failures": True}):
+                backoff = strategy(c_backoff, name, cap, base)
+                redis_backoff_c.set_random_source("fast", seed=SEED)
+                steps = [compute_outcome(backoff, count, SEED, **keyword) for _ in range(3)]
+                if name == "DecorrelatedJitterBackoff":
+                    steps.append(outcome(lambda b=backoff: b._previous_backoff))
+                results.append(steps)
+            assert results[0] == results[1], (base, count)
+
+
+@pytest.mark.parametrize("name", CAPPED)
+@pytest.mark.parametrize(
+    "draw", [0.75, 1, Fraction(1, 3), Decimal("0.5")], ids=["float", "int", "Fraction", "Decimal"]
+)
+def test_replaced_random_functions_are_called_alike(name, draw):
+    """A replaced random.random or random.uniform is handed to the general
+    path, which calls it as redis-py does, whatever it returns."""
+    results = []
+    for module in (reference, c_backoff):
+        backoff = strategy(module, name, 0.512, 0.008)
+        calls = []
+
+        def uniform(a, b):
+            calls.append(("uniform", a, b))
+            return draw
+
+        def replaced_random():
+            calls.append(("random",))
+            return draw
+
+        with mock.patch("random.random", replaced_random), mock.patch("random.uniform", uniform):
+            steps = [outcome(lambda n=n: backoff.compute(n)) for n in (3, 0, 3)]
+        results.append((steps, [tuple(map(repr, call)) for call in calls]))
+    assert results[0] == results[1]
