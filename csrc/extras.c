@@ -394,6 +394,8 @@ rbc_extras_traverse(rbc_extras_state *es, visitproc visit, void *arg)
     Py_VISIT(es->writes_judge);
     Py_VISIT(es->Event_type);
     Py_VISIT(es->hook_reporter);
+    Py_VISIT(es->call_deadline);
+    Py_VISIT(es->enter_cluster_command);
     return 0;
 }
 
@@ -413,6 +415,8 @@ rbc_extras_clear(rbc_extras_state *es)
     Py_CLEAR(es->str_at_least_once);
     Py_CLEAR(es->str_at_most_once);
     Py_CLEAR(es->writes_judge);
+    Py_CLEAR(es->call_deadline);
+    Py_CLEAR(es->enter_cluster_command);
     rbc_hooks_clear(es);
     Py_CLEAR(es->str_on_retry);
     Py_CLEAR(es->str_on_give_up);
