@@ -158,6 +158,13 @@ typedef struct {
      * it and returns the Token (or None). */
     PyObject *call_deadline;
     PyObject *enter_cluster_command;
+    /* Whether a Retry of this interpreter was ever given a deadline, and
+     * redis_backoff_c._call_deadline.saw_deadline (module.c's
+     * _set_deadline_hook), called the first time: patch() installs the
+     * deadline's bounds only once one exists (a process without deadlines
+     * pays nothing for them). */
+    int deadline_seen;
+    PyObject *deadline_hook;
 } rbc_extras_state;
 
 /* ---- __slots__ in copies (slots.c) ------------------------------------- */

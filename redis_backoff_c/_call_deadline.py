@@ -65,6 +65,26 @@ _NOT_SENT: Final = "_redis_backoff_c_not_sent"
 _monotonic = time.monotonic
 
 
+_BOUNDS: Final = "_redis_backoff_c_bounds"
+
+
+def _mark(wrapper: Callable[..., Any], wrapped: Callable[..., Any]) -> None:
+    setattr(wrapper, _WRAPS, wrapped)
+    setattr(wrapper, _BOUNDS, True)
+
+
+def in_chain(function: object, marker: str) -> bool:
+    """Is `function`, or one it wraps (patch()'s wrappers name what they
+    wrap in ``_redis_backoff_c_wraps``), marked with `marker`?"""
+    seen = 0
+    while function is not None and seen < 16:
+        if getattr(function, marker, False) is True:
+            return True
+        function = getattr(function, _WRAPS, None)
+        seen += 1
+    return False
+
+
 def not_sent(error: BaseException) -> bool:
     """True for the error of a command cut before any of it was written."""
     return getattr(error, _NOT_SENT, False) is True
@@ -156,10 +176,10 @@ def _block_seconds(args: Sequence[Any]) -> float:
     if not args:
         return 0.0
     name = args[0]
-    if isinstance(name, bytes):
-        name = name.decode("latin-1")
-    if not isinstance(name, str):
-        return 0.0
+    if type(name) is not str:
+        if not isinstance(name, (str, bytes)):
+            return 0.0
+        name = name.decode("latin-1") if isinstance(name, bytes) else str(name)
     reader = _BLOCKING.get(name.upper())
     if reader is None:
         return 0.0
@@ -239,6 +259,8 @@ def _sync_entry(
 ) -> Callable[..., Any]:
     @functools.wraps(method)
     def entry(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not bound:
+            return method(self, *args, **kwargs)
         seconds = getattr(retry_of(self), "deadline", None)
         if seconds is None:
             return method(self, *args, **kwargs)
@@ -248,7 +270,7 @@ def _sync_entry(
         finally:
             CALL_DEADLINE.reset(token)
 
-    setattr(entry, _WRAPS, method)
+    _mark(entry, method)
     return entry
 
 
@@ -259,6 +281,8 @@ def _async_entry(
 ) -> Callable[..., Any]:
     @functools.wraps(method)
     async def entry(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not bound:
+            return await method(self, *args, **kwargs)
         seconds = getattr(retry_of(self), "deadline", None)
         if seconds is None:
             return await method(self, *args, **kwargs)
@@ -268,7 +292,7 @@ def _async_entry(
         finally:
             CALL_DEADLINE.reset(token)
 
-    setattr(entry, _WRAPS, method)
+    _mark(entry, method)
     return entry
 
 
@@ -293,7 +317,7 @@ def _sync_connect(connect: Callable[..., Any]) -> Callable[..., Any]:
             if self.socket_connect_timeout == bounded:
                 self.socket_connect_timeout = own
 
-    setattr(connect_check_health, _WRAPS, connect)
+    _mark(connect_check_health, connect)
     return connect_check_health
 
 
@@ -312,29 +336,74 @@ def _async_connect(connect: Callable[..., Any]) -> Callable[..., Any]:
             if self.socket_connect_timeout == bounded:
                 self.socket_connect_timeout = own
 
-    setattr(connect_check_health, _WRAPS, connect)
+    _mark(connect_check_health, connect)
     return connect_check_health
 
 
-def _bounded_sync_io(connection: Any, at: float, io: Callable[[], Any]) -> Any:
-    """Run one write or read on `connection`'s socket with its timeout the
-    lesser of its own and the time left; a wait cut short drops the
-    connection, whatever the read was asked."""
+#: A socket whose timeout is within this of the time left keeps it: each
+#: change is a system call, so a client with a deadline leaves its sockets
+#: at about the time left, changed when it drifts further, and puts back
+#: the socket's own timeout when a wait without a deadline comes (a wait
+#: may so end up to this much early or late).
+_DRIFT: Final = 0.005
+#: A write this small never waits: the socket's send buffer (hundreds of
+#: KiB on Linux) takes it whole, whatever the server does, unless earlier
+#: bytes filled it, and redis-py reads every reply before it writes again.
+_NEVER_WAITS: Final = 64 * 1024
+#: The connection's attribute naming the socket whose timeout a deadline
+#: lowered.
+_LOWERED: Final = "_redis_backoff_c_lowered"
+
+
+def _put_back(connection: Any) -> None:
+    """A wait without a deadline on a connection whose socket's timeout a
+    deadline lowered: the socket's own timeout again."""
+    sock = connection.__dict__.pop(_LOWERED, None)
+    if sock is not None and sock is connection._sock:
+        sock.settimeout(connection.socket_timeout)
+
+
+def _bound_socket(connection: Any, sock: Any, at: float) -> None:
+    """The socket's timeout: the lesser of the connection's own and the
+    time left (within _DRIFT)."""
+    own = connection.socket_timeout
+    left = at - _monotonic()
+    if left < _LEAST:
+        left = _LEAST
+    current = sock.gettimeout()
+    if own is not None and own <= left:
+        if current != own:
+            sock.settimeout(own)
+        connection.__dict__.pop(_LOWERED, None)
+        return
+    if current is None or not -_DRIFT <= current - left <= _DRIFT:
+        sock.settimeout(left)
+    connection.__dict__[_LOWERED] = sock
+
+
+def _bounded_sync_io(
+    connection: Any, at: float, io: Callable[..., Any], args: Any, kwargs: Any
+) -> Any:
+    """Run one write or read, io(connection, *args, **kwargs), on the
+    connection's socket, its timeout bounded by the time left; a wait the
+    deadline cut short drops the connection, whatever the read was asked."""
     sock = connection._sock
-    own = sock.gettimeout()
-    bounded = _lesser(own, at)
-    if bounded is own:
-        return io()
-    sock.settimeout(bounded)
+    _bound_socket(connection, sock, at)
     try:
-        return io()
+        return io(connection, *args, **kwargs)
     except (redis.exceptions.TimeoutError, OSError):
-        if connection._sock is sock:
+        if connection._sock is sock and connection.__dict__.get(_LOWERED) is sock:
             connection.disconnect()
         raise
-    finally:
-        if connection._sock is sock:
-            sock.settimeout(own)
+
+
+def _size(command: Any) -> int:
+    if isinstance(command, (bytes, str, memoryview)):
+        return len(command)
+    size = 0
+    for item in command:
+        size += len(item)
+    return size
 
 
 def _sync_send(send: Callable[..., Any]) -> Callable[..., Any]:
@@ -342,14 +411,18 @@ def _sync_send(send: Callable[..., Any]) -> Callable[..., Any]:
     def send_packed_command(self: Any, command: Any, check_health: bool = True) -> Any:
         at = CALL_DEADLINE.get(None)
         if at is None:
+            if _LOWERED in self.__dict__:
+                _put_back(self)
             return send(self, command, check_health)
         if at <= _monotonic():
             raise _cut_before_send()
         if self._sock is None:
             self.connect_check_health(check_health=False)
-        return _bounded_sync_io(self, at, lambda: send(self, command, check_health))
+        if _size(command) < _NEVER_WAITS:
+            return send(self, command, check_health)
+        return _bounded_sync_io(self, at, send, (command, check_health), {})
 
-    setattr(send_packed_command, _WRAPS, send)
+    _mark(send_packed_command, send)
     return send_packed_command
 
 
@@ -357,11 +430,15 @@ def _sync_read(read: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(read)
     def read_response(self: Any, *args: Any, **kwargs: Any) -> Any:
         at = CALL_DEADLINE.get(None)
-        if at is None or self._sock is None:
+        if at is None:
+            if _LOWERED in self.__dict__:
+                _put_back(self)
             return read(self, *args, **kwargs)
-        return _bounded_sync_io(self, at, lambda: read(self, *args, **kwargs))
+        if self._sock is None:
+            return read(self, *args, **kwargs)
+        return _bounded_sync_io(self, at, read, args, kwargs)
 
-    setattr(read_response, _WRAPS, read)
+    _mark(read_response, read)
     return read_response
 
 
@@ -397,7 +474,7 @@ def _async_send(send: Callable[..., Any]) -> Callable[..., Any]:
             await self.connect_check_health(check_health=False)
         return await _bounded_async_io(self, at, lambda: send(self, command, check_health))
 
-    setattr(send_packed_command, _WRAPS, send)
+    _mark(send_packed_command, send)
     return send_packed_command
 
 
@@ -409,7 +486,7 @@ def _async_read(read: Callable[..., Any]) -> Callable[..., Any]:
             return await read(self, *args, **kwargs)
         return await _bounded_async_io(self, at, lambda: read(self, *args, **kwargs))
 
-    setattr(read_response, _WRAPS, read)
+    _mark(read_response, read)
     return read_response
 
 
@@ -452,13 +529,31 @@ _ENTRIES: Final = (
         _sync_entry,
         (_client_retry, _command_block),
     ),
-    ("redis.cluster", "RedisCluster", "execute_command", _sync_entry, (_cluster_retry, _command_block)),
+    (
+        "redis.cluster",
+        "RedisCluster",
+        "execute_command",
+        _sync_entry,
+        (_cluster_retry, _command_block),
+    ),
     ("redis.cluster", "ClusterPipeline", "execute", _sync_entry, (_cluster_retry, _pipeline_block)),
     ("redis.connection", "AbstractConnection", "connect_check_health", _sync_connect, ()),
     ("redis.connection", "AbstractConnection", "send_packed_command", _sync_send, ()),
     ("redis.connection", "AbstractConnection", "read_response", _sync_read, ()),
-    ("redis.asyncio.client", "Redis", "execute_command", _async_entry, (_client_retry, _command_block)),
-    ("redis.asyncio.client", "PubSub", "execute_command", _async_entry, (_client_retry, _command_block)),
+    (
+        "redis.asyncio.client",
+        "Redis",
+        "execute_command",
+        _async_entry,
+        (_client_retry, _command_block),
+    ),
+    (
+        "redis.asyncio.client",
+        "PubSub",
+        "execute_command",
+        _async_entry,
+        (_client_retry, _command_block),
+    ),
     ("redis.asyncio.client", "Pipeline", "execute", _async_entry, (_client_retry, _pipeline_block)),
     (
         "redis.asyncio.client",
@@ -500,8 +595,10 @@ def patches(module_name: str) -> list[_Change]:
             continue
         cls = getattr(module, class_name, None)
         old = vars(cls).get(name) if isinstance(cls, type) else None
-        if old is None or hasattr(old, _WRAPS):
+        if old is None or in_chain(old, _BOUNDS):
             continue
+        if class_name == "RedisCluster" and hasattr(old, _WRAPS):
+            continue  # redis_backoff_c._cluster's, which sets the deadline itself
         changes.append((cls, name, old, make(old, *extra)))  # type: ignore[arg-type]
     if module_name in _POOLS:
         cls = getattr(module, "BlockingConnectionPool", None)
@@ -518,6 +615,27 @@ def modules() -> Iterable[str]:
 #: True while patch() bounds the waits: the retry loops then end by the
 #: command's deadline too (the twin reads this; the C one is told by bind()).
 bound = False
+#: Whether a Retry (C or twin) was ever given a deadline in this process;
+#: and what patch() asks to run when the first one is (it installs the
+#: bounds then: a process without deadlines pays nothing for them).
+seen = False
+on_first: Callable[[], object] | None = None
+
+
+def saw_deadline() -> None:
+    """A Retry was given a deadline: the C types call this (once) and the
+    twin (each time, until one was seen)."""
+    global seen, on_first
+    seen = True
+    install, on_first = on_first, None
+    if install is not None:
+        install()
+
+
+def deadline_seen() -> bool:
+    from redis_backoff_c._impl import speedups
+
+    return seen or (speedups is not None and speedups._deadline_seen())
 
 
 def bind(active: bool) -> None:
@@ -554,9 +672,11 @@ __all__ = [
     "CALL_DEADLINE",
     "bind",
     "command_deadline",
+    "deadline_seen",
     "enter_cluster_command",
     "modules",
     "not_sent",
     "patches",
     "reached_after",
+    "saw_deadline",
 ]

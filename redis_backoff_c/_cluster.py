@@ -61,8 +61,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from redis_backoff_c import _call_deadline
-from redis_backoff_c import hooks as _hooks
+from redis_backoff_c import _call_deadline, hooks as _hooks
 from redis_backoff_c._speedups import (
     RetryEvent,
     _cluster_begin,

@@ -257,6 +257,8 @@ class _State:
         self.extras: dict[str, object] = dict.fromkeys(_EXTRAS)
         #: redis-py 8.2's _to_async_retry, keeping the extras (one wrapper).
         self.conversion: Callable[[Any], Any] | None = None
+        #: the deadline's bounds are installed (_install_bounds).
+        self.bounded = False
 
 
 _EXTRAS = ("deadline", "budget", "stats", "writes", "on_retry", "on_give_up")
@@ -634,7 +636,8 @@ def _patch_modules(modules: list[types.ModuleType]) -> list[_Record]:
         sweep.module(module)
         _keep_extras_through_conversion(module, records)
         _count_cluster_commands(module, records)
-        _bound_waits(module.__name__, records)
+        if _state.bounded:
+            _bound_waits(module.__name__, records)
     _keep_equality(records)
     _state.records.extend(records)
     return records
@@ -693,6 +696,25 @@ def _count_cluster_commands(module: types.ModuleType, records: list[_Record]) ->
     for target, key, old, new in changes:
         setattr(target, key, new)
         records.append(_Record(target, key, old, new, f"{_qualname(target)}.{key}"))
+
+
+def _install_bounds() -> list[_Record]:
+    """The deadline's bounds in the redis modules imported (and, through the
+    import hook, those imported later), once a Retry with a deadline
+    exists: patch() calls this then, or _call_deadline.saw_deadline() when
+    the first one is made; unpatch() takes them out."""
+    from redis_backoff_c import _call_deadline
+
+    records: list[_Record] = []
+    with _lock:
+        if _state.bounded:
+            return records
+        for module in _redis_modules():
+            _bound_waits(module.__name__, records)
+        _state.records.extend(records)
+        _state.bounded = True
+        _call_deadline.bind(True)
+    return records
 
 
 def _bound_waits(module_name: str, records: list[_Record]) -> None:
@@ -797,13 +819,10 @@ def _fallback_patch(extras: dict[str, object]) -> PatchReport:
                 record = _Record(target, key, old, new, f"{_qualname(target)}.{key}")
                 records.append(record)
                 _state.records.append(record)
-        if extras["deadline"] is not None and not _call_deadline.bound:
-            bounds: list[_Record] = []
-            for module in _redis_modules():
-                _bound_waits(module.__name__, bounds)
-            _call_deadline.bind(True)
-            records.extend(bounds)
-            _state.records.extend(bounds)
+        if extras["deadline"] is not None or _call_deadline.deadline_seen():
+            records.extend(_install_bounds())
+        elif not _state.bounded:
+            _call_deadline.on_first = _install_bounds
     return PatchReport(
         implementation="python",
         active=False,
@@ -855,10 +874,13 @@ def patch(
             if source in sys.modules:
                 _register_source(source, dropin, names, dropins.get(dropin))
         records = _patch_modules(_redis_modules())
+        if _state.extras["deadline"] is not None or _call_deadline.deadline_seen():
+            records += _install_bounds()
+        elif not _state.bounded:
+            _call_deadline.on_first = _install_bounds
         if _state.extras["writes"] is not None:
             records += _guard_writes()
         if not already:
-            _call_deadline.bind(True)
             records += _follow_redis_sleep(dropins)
             finder = _Finder()
             sys.meta_path.insert(0, finder)
@@ -929,6 +951,7 @@ def unpatch() -> tuple[str, ...]:
         if _state.finder is not None and _state.finder in sys.meta_path:
             sys.meta_path.remove(_state.finder)
         _call_deadline.bind(False)
+        _call_deadline.on_first = None
         restored: list[str] = []
         for record in reversed(_state.records):
             if _current(record.target, record.key) is record.new:

@@ -125,8 +125,12 @@ def check_cut(label, seconds, error, expected=redis.exceptions.TimeoutError):
 
 
 @pytest.mark.parametrize("side", SIDES)
-@pytest.mark.parametrize("socket_timeout", [None, 2.0], ids=["no-socket-timeout", "socket-timeout-2"])
-def test_a_get_from_a_hung_server_ends_at_the_deadline(side, socket_timeout, server, values, patched):
+@pytest.mark.parametrize(
+    "socket_timeout", [None, 2.0], ids=["no-socket-timeout", "socket-timeout-2"]
+)
+def test_a_get_from_a_hung_server_ends_at_the_deadline(
+    side, socket_timeout, server, values, patched
+):
     client = redis.Redis(
         host=HOST, port=server.port, socket_timeout=socket_timeout, retry=make_retry(side)
     )
@@ -167,7 +171,9 @@ def test_the_default_deadline_of_patch_bounds_a_default_client(server, values):
 
 @pytest.mark.parametrize("side", SIDES)
 @pytest.mark.parametrize("transaction", [False, True], ids=["pipeline", "multi-exec"])
-def test_a_pipeline_to_a_hung_server_ends_at_the_deadline(side, transaction, server, values, patched):
+def test_a_pipeline_to_a_hung_server_ends_at_the_deadline(
+    side, transaction, server, values, patched
+):
     client = redis.Redis(host=HOST, port=server.port, retry=make_retry(side))
     assert client.get("a") == b"A"
     pipe = client.pipeline(transaction=transaction)
@@ -403,7 +409,9 @@ def test_a_cluster_command_to_a_hung_node_ends_at_the_deadline(side, flavor, clu
     node = node_of(cluster, seed, "{d}a")
     seed.close()
     if flavor == "sync":
-        client = redis.cluster.RedisCluster(host=HOST, port=cluster.ports[0], retry=make_retry(side))
+        client = redis.cluster.RedisCluster(
+            host=HOST, port=cluster.ports[0], retry=make_retry(side)
+        )
         assert client.get("{d}a") == b"A"
         with hung(node.process):
             seconds, error, _ = timed(lambda: client.get("{d}a"))
@@ -523,7 +531,8 @@ from redis_backoff_c.retry import Retry
 assert redis_backoff_c.IMPLEMENTATION == "python", redis_backoff_c.IMPLEMENTATION
 redis_backoff_c.patch(deadline=10.0)
 port, pid = int(sys.argv[1]), int(sys.argv[2])
-client = redis.Redis(port=port, retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), 3, deadline=0.3))
+retry = Retry(ExponentialBackoff(cap=0.05, base=0.01), 3, deadline=0.3)
+client = redis.Redis(port=port, retry=retry)
 assert client.get("a") == b"A"
 os.kill(pid, signal.SIGSTOP)
 started = time.monotonic()
