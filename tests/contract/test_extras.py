@@ -435,6 +435,19 @@ def test_a_command_deadline_is_not_read_unless_bound(flavor):
     assert do.attempts == 6 and flavor.slept == [10] * 5
 
 
+def test_a_command_cut_before_it_was_written_did_not_run():
+    """The write the deadline stops before a byte went out: the policy of
+    at most once may retry it (an error from nowhere it knows would be
+    marked as may have run)."""
+    from redis_backoff_c import writes
+
+    error = _call_deadline._cut_before_send()
+    assert isinstance(error, redis.exceptions.TimeoutError)
+    assert _call_deadline.not_sent(error)
+    assert writes._judge(error) is False and not redis_backoff_c.may_have_run(error)
+    assert writes._judge(redis.exceptions.TimeoutError("elsewhere")) is True
+
+
 @pytest.mark.parametrize(
     ("args", "seconds"),
     [
