@@ -206,11 +206,15 @@ def _pipeline_block_seconds(pipeline: Any) -> float:
 # --- The command's entry: the deadline set for its whole run -------------
 
 
-def _enter(seconds: Any, block: float) -> contextvars.Token[float]:
+def _enter(seconds: Any, block: float) -> contextvars.Token[float] | None:
+    """The command's deadline set (the Token to reset it with), unless it
+    has none after all: a command that may block forever, in no other."""
     at = _monotonic() + float(seconds) + block
     outer = CALL_DEADLINE.get(None)
     if outer is not None and outer < at:
         at = outer
+    if at == math.inf:
+        return None
     return CALL_DEADLINE.set(at)
 
 
@@ -265,6 +269,8 @@ def _sync_entry(
         if seconds is None:
             return method(self, *args, **kwargs)
         token = _enter(seconds, block_of(self, args))
+        if token is None:
+            return method(self, *args, **kwargs)
         try:
             return method(self, *args, **kwargs)
         finally:
@@ -287,6 +293,8 @@ def _async_entry(
         if seconds is None:
             return await method(self, *args, **kwargs)
         token = _enter(seconds, block_of(self, args))
+        if token is None:
+            return await method(self, *args, **kwargs)
         try:
             return await method(self, *args, **kwargs)
         finally:

@@ -435,6 +435,20 @@ def test_a_command_deadline_is_not_read_unless_bound(flavor):
     assert do.attempts == 6 and flavor.slept == [10] * 5
 
 
+def test_a_command_that_may_block_forever_sets_no_deadline():
+    assert _call_deadline._enter(0.3, math.inf) is None
+    assert _call_deadline.CALL_DEADLINE.get(None) is None
+    token = _call_deadline._enter(0.3, 5.0)
+    try:
+        assert 5.2 < _call_deadline.CALL_DEADLINE.get() - time.monotonic() <= 5.3
+        inner = _call_deadline._enter(60, math.inf)  # inside it: the outer's
+        assert inner is not None
+        assert _call_deadline.CALL_DEADLINE.get() - time.monotonic() <= 5.3
+        _call_deadline.CALL_DEADLINE.reset(inner)
+    finally:
+        _call_deadline.CALL_DEADLINE.reset(token)
+
+
 def test_a_command_cut_before_it_was_written_did_not_run():
     """The write the deadline stops before a byte went out: the policy of
     at most once may retry it (an error from nowhere it knows would be
