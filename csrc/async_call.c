@@ -545,7 +545,7 @@ start(call_object *self, PyObject *arg, PyObject **value)
         finish(self);
         return PYGEN_ERROR;
     }
-    rbc_extras_call_begin(RETRY(self->retry)->extras, &self->extras);
+    rbc_extras_call_begin(st, RETRY(self->retry)->extras, &self->extras);
     self->phase = CALL_AWAIT_DO;
     PyObject *awaitable = PyObject_CallNoArgs(self->do_);
     if (awaitable == NULL || !PyCoro_CheckExact(awaitable)) {

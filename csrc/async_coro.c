@@ -51,7 +51,7 @@ rbc_async_begin(PyObject *module, PyObject *arg)
      * fixed now; the coroutine reports its success or its unhandled error,
      * and hands the deadline to the failure loop. */
     rbc_call_extras call;
-    rbc_extras_call_begin(retry->extras, &call);
+    rbc_extras_call_begin(st, retry->extras, &call);
     if (call.deadline_at == 0.0) {
         Py_RETURN_TRUE;
     }

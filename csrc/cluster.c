@@ -53,12 +53,13 @@ seconds_arg(PyObject *value, const char *func, const char *name)
 PyObject *
 rbc_cluster_begin(PyObject *module, PyObject *retry)
 {
-    rbc_retry_object *self = c_retry(rbc_get_state(module), retry);
+    rbc_state *st = rbc_get_state(module);
+    rbc_retry_object *self = c_retry(st, retry);
     if (self == NULL || self->extras == NULL) {
         Py_RETURN_NONE;
     }
     rbc_call_extras call;
-    rbc_extras_call_begin(self->extras, &call);
+    rbc_extras_call_begin(st, self->extras, &call);
     return PyFloat_FromDouble(call.deadline_at);
 }
 
@@ -217,18 +218,31 @@ counted_retry(rbc_state *st, PyObject *client)
  * the call counted, the command in the context variable (as a tuple
  * (retry, deadline_at), which the loop's hook makes a _Command of when an
  * attempt fails), redis-py's function called; a success with no failure
- * counted here, anything else handed to the Python side. */
+ * counted here, anything else handed to the Python side.  With a deadline
+ * while patch() bounds the waits, the command's deadline is set for its
+ * run too (enter_cluster_command), and reset whatever happens. */
 static PyObject *
-count_command(command_object *me, PyObject *retry, PyObject *const *args, size_t nargsf,
-              PyObject *kwnames)
+count_command(const rbc_state *st, command_object *me, PyObject *retry, PyObject *const *args,
+              size_t nargsf, PyObject *kwnames)
 {
     /* Held: the call may run code that clears this object. */
     PyObject *original = Py_NewRef(me->original);
     PyObject *var = Py_NewRef(me->context_var);
     PyObject *on_error = Py_NewRef(me->on_error);
     PyObject *pending = NULL, *token = NULL, *current = NULL, *result = NULL;
+    PyObject *deadline_var = NULL, *deadline_token = NULL;
     rbc_call_extras call;
-    rbc_extras_call_begin(RETRY(retry)->extras, &call); /* no code ran since it was read */
+    rbc_extras_call_begin(st, RETRY(retry)->extras, &call); /* no code ran since it was read */
+    if (call.deadline_at != 0.0 && st->extras.call_deadline != NULL
+        && st->extras.enter_cluster_command != NULL) {
+        deadline_var = Py_NewRef(st->extras.call_deadline);
+        PyObject *enter = Py_NewRef(st->extras.enter_cluster_command);
+        deadline_token = PyObject_Vectorcall(enter, args, PyVectorcall_NARGS(nargsf), NULL);
+        Py_DECREF(enter);
+        if (deadline_token == NULL) {
+            goto done;
+        }
+    }
     PyObject *deadline_at = PyFloat_FromDouble(call.deadline_at);
     if (deadline_at == NULL) {
         goto done;
@@ -281,12 +295,26 @@ count_command(command_object *me, PyObject *retry, PyObject *const *args, size_t
         rbc_exc_restore(to_raise);
     }
 done:
+    if (deadline_token != NULL && deadline_token != Py_None) {
+        /* The command's deadline must not outlive it in the caller's
+         * context; the reset runs no code, and keeps the error raised. */
+        PyObject *raised = rbc_exc_fetch();
+        int reset = PyContextVar_Reset(deadline_var, deadline_token);
+        if (raised != NULL) {
+            rbc_exc_restore(raised);
+        }
+        else if (reset < 0) {
+            Py_CLEAR(result);
+        }
+    }
     Py_DECREF(original);
     Py_DECREF(var);
     Py_DECREF(on_error);
     Py_XDECREF(pending);
     Py_XDECREF(token);
     Py_XDECREF(current);
+    Py_XDECREF(deadline_var);
+    Py_XDECREF(deadline_token);
     return result;
 }
 
@@ -313,7 +341,7 @@ command_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
     }
     if (retry != NULL && me->context_var != NULL && me->original != NULL
         && me->on_error != NULL) {
-        PyObject *result = count_command(me, retry, args, nargsf, kwnames);
+        PyObject *result = count_command(st, me, retry, args, nargsf, kwnames);
         Py_DECREF(retry);
         return result;
     }

@@ -42,12 +42,34 @@ monotonic_start(void)
 #endif
 }
 
+/* The earlier of `deadline_at` and the command's, when a command with a
+ * deadline is running in this context (the ContextVar `var` holds a float
+ * then).  The variable's lookup cannot run Python code; when it fails (no
+ * memory), the call keeps its own deadline. */
+static double
+command_deadline(PyObject *var, double deadline_at)
+{
+    PyObject *value = NULL;
+    if (PyContextVar_Get(var, NULL, &value) < 0) {
+        PyErr_Clear();
+        return deadline_at;
+    }
+    if (value != NULL && PyFloat_CheckExact(value) && PyFloat_AS_DOUBLE(value) < deadline_at) {
+        deadline_at = PyFloat_AS_DOUBLE(value);
+    }
+    Py_XDECREF(value); /* a float or None: runs no code */
+    return deadline_at;
+}
+
 void
-rbc_extras_begin_slow(rbc_retry_extras *extras, rbc_call_extras *call)
+rbc_extras_begin_slow(const rbc_state *st, rbc_retry_extras *extras, rbc_call_extras *call)
 {
     rbc_stats_count(extras->stats, RBC_STAT_CALLS);
     if (extras->deadline != NULL) {
         call->deadline_at = monotonic_start() + extras->deadline_seconds;
+        if (st->extras.call_deadline != NULL) {
+            call->deadline_at = command_deadline(st->extras.call_deadline, call->deadline_at);
+        }
     }
 }
 

@@ -12,8 +12,11 @@
 #include "block.h"
 
 /* Once per call with extras, when it starts (rbc_extras_call_begin,
- * extras.h): counts the call and fixes its deadline. */
-void rbc_extras_begin_slow(rbc_retry_extras *extras, rbc_call_extras *call);
+ * extras.h): counts the call and fixes its deadline: its start plus the
+ * Retry's deadline, or the deadline of the command running in the context
+ * (the extras state's call_deadline, while patch() sets it) when earlier.
+ * Runs no Python code. */
+void rbc_extras_begin_slow(const rbc_state *st, rbc_retry_extras *extras, rbc_call_extras *call);
 
 /* A call's deadline_at as a float object (a new reference, or NULL with
  * MemoryError), for the coroutine design, which carries it in a local.

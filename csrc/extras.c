@@ -112,6 +112,30 @@ store_deadline(rbc_retry_extras **extras, PyObject *value, double seconds)
     return 0;
 }
 
+/* After a deadline was stored: the first in this interpreter runs the
+ * package's hook, once (see the extras state).  Called last, with nothing
+ * held: the hook runs Python code. */
+static int
+saw_deadline(rbc_extras_state *es)
+{
+    if (es->deadline_seen) {
+        return 0;
+    }
+    es->deadline_seen = 1;
+    PyObject *hook = es->deadline_hook; /* owned here from now on */
+    es->deadline_hook = NULL;
+    if (hook == NULL) {
+        return 0;
+    }
+    PyObject *result = PyObject_CallNoArgs(hook);
+    Py_DECREF(hook);
+    if (result == NULL) {
+        return -1;
+    }
+    Py_DECREF(result);
+    return 0;
+}
+
 /* budget or stats: None, or an instance of `type` (exactly: the types
  * are final); TypeError naming the parameter otherwise. */
 static int
@@ -187,7 +211,7 @@ rbc_retry_extras_set(rbc_extras_state *es, const char *owner, rbc_retry_extras *
         || store_shared(extras, RBC_EXTRA_ON_GIVE_UP, values[RBC_EXTRA_ON_GIVE_UP]) < 0) {
         return -1;
     }
-    return 0;
+    return deadline != Py_None ? saw_deadline(es) : 0;
 }
 
 PyObject *
@@ -223,7 +247,10 @@ rbc_retry_extras_store(rbc_extras_state *es, rbc_retry_extras **extras, int whic
         if (value != Py_None && rbc_positive_value(owners[which], "value", value, 1, &seconds) < 0) {
             return -1;
         }
-        return store_deadline(extras, value, seconds);
+        if (store_deadline(extras, value, seconds) < 0) {
+            return -1;
+        }
+        return value != Py_None ? saw_deadline(es) : 0;
     }
     if (which == RBC_EXTRA_ON_RETRY || which == RBC_EXTRA_ON_GIVE_UP) {
         return rbc_hooks_check(owners[which], "value", value) < 0
@@ -394,6 +421,9 @@ rbc_extras_traverse(rbc_extras_state *es, visitproc visit, void *arg)
     Py_VISIT(es->writes_judge);
     Py_VISIT(es->Event_type);
     Py_VISIT(es->hook_reporter);
+    Py_VISIT(es->call_deadline);
+    Py_VISIT(es->enter_cluster_command);
+    Py_VISIT(es->deadline_hook);
     return 0;
 }
 
@@ -413,6 +443,9 @@ rbc_extras_clear(rbc_extras_state *es)
     Py_CLEAR(es->str_at_least_once);
     Py_CLEAR(es->str_at_most_once);
     Py_CLEAR(es->writes_judge);
+    Py_CLEAR(es->call_deadline);
+    Py_CLEAR(es->enter_cluster_command);
+    Py_CLEAR(es->deadline_hook);
     rbc_hooks_clear(es);
     Py_CLEAR(es->str_on_retry);
     Py_CLEAR(es->str_on_give_up);

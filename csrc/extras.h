@@ -86,13 +86,13 @@ void rbc_extras_aborted_slow(rbc_retry_extras *extras);
 /* Once, when the call starts (after reset()): counts the call and fixes
  * its deadline. */
 static inline void
-rbc_extras_call_begin(rbc_retry_extras *extras, rbc_call_extras *call)
+rbc_extras_call_begin(const rbc_state *st, rbc_retry_extras *extras, rbc_call_extras *call)
 {
     call->deadline_at = 0.0;
     call->counted = extras != NULL;
     call->gave_up = RBC_GIVE_UP_NONE;
     if (extras != NULL) {
-        rbc_extras_begin_slow(extras, call);
+        rbc_extras_begin_slow(st, extras, call);
     }
 }
 

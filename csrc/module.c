@@ -190,6 +190,56 @@ set_hook_reporter(PyObject *module, PyObject *reporter)
                                 &rbc_get_state(module)->extras.hook_reporter, reporter);
 }
 
+/* _set_deadline_hook(hook, /): redis_backoff_c._call_deadline.saw_deadline,
+ * called once, when a Retry is first given a deadline (extras.c). */
+static PyObject *
+set_deadline_hook(PyObject *module, PyObject *hook)
+{
+    rbc_extras_state *es = &rbc_get_state(module)->extras;
+    if (es->deadline_seen) {
+        Py_RETURN_NONE; /* seen already: the package reads that instead */
+    }
+    return set_package_callable("_set_deadline_hook", &es->deadline_hook, hook);
+}
+
+/* _deadline_seen(): whether a Retry was ever given a deadline here. */
+static PyObject *
+deadline_seen(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(rbc_get_state(module)->extras.deadline_seen);
+}
+
+/* _set_call_deadline(var, enter, /): while patch() bounds redis-py's waits
+ * by a call's deadline, redis_backoff_c._call_deadline's CALL_DEADLINE and
+ * enter_cluster_command (see the extras state); (None, None) when not. */
+static PyObject *
+set_call_deadline(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "_set_call_deadline() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    rbc_extras_state *es = &rbc_get_state(module)->extras;
+    if (args[0] == Py_None && args[1] == Py_None) {
+        Py_CLEAR(es->call_deadline);
+        Py_CLEAR(es->enter_cluster_command);
+        Py_RETURN_NONE;
+    }
+    if (!PyContextVar_CheckExact(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_set_call_deadline() arguments must be a ContextVar and a callable, "
+                        "or None and None");
+        return NULL;
+    }
+    /* Both written before either old value is released. */
+    PyObject *old_var = es->call_deadline, *old_enter = es->enter_cluster_command;
+    es->call_deadline = Py_NewRef(args[0]);
+    es->enter_cluster_command = Py_NewRef(args[1]);
+    Py_XDECREF(old_var);
+    Py_XDECREF(old_enter);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"set_random_source", (PyCFunction)(void (*)(void))rbc_set_random_source,
      METH_FASTCALL | METH_KEYWORDS,
@@ -214,6 +264,16 @@ static PyMethodDef module_methods[] = {
      "_set_writes_judge(judge, /)\n--\n\n"
      "redis_backoff_c.writes._judge: asked, under writes='at-most-once', whether a\n"
      "failed attempt may have run.  Private: set once, at import."},
+    {"_set_call_deadline", (PyCFunction)(void (*)(void))set_call_deadline, METH_FASTCALL,
+     "_set_call_deadline(var, enter, /)\n--\n\n"
+     "While patch() bounds redis-py's waits: redis_backoff_c._call_deadline's\n"
+     "CALL_DEADLINE and enter_cluster_command; None, None when not.  Private."},
+    {"_set_deadline_hook", set_deadline_hook, METH_O,
+     "_set_deadline_hook(hook, /)\n--\n\n"
+     "redis_backoff_c._call_deadline.saw_deadline: called once, when a Retry is\n"
+     "first given a deadline.  Private: set once, at import."},
+    {"_deadline_seen", deadline_seen, METH_NOARGS,
+     "_deadline_seen()\n--\n\nWhether a Retry was ever given a deadline.  Private."},
     {"_set_hook_reporter", set_hook_reporter, METH_O,
      "_set_hook_reporter(reporter, /)\n--\n\n"
      "redis_backoff_c.hooks._hook_failed: given a retry hook and the Exception it\n"

@@ -244,7 +244,7 @@ call_with_retry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (rbc_retry_reset_backoff(st, me) < 0) {
         return NULL;
     }
-    rbc_extras_call_begin(me->extras, &call.extras);
+    rbc_extras_call_begin(st, me->extras, &call.extras);
     PyObject *result = PyObject_Vectorcall(call.do_, NULL, 0, NULL);
     if (result != NULL) {
         rbc_extras_call_succeeded(rbc_retry_call_extras(me, &call.extras));

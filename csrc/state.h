@@ -149,6 +149,22 @@ typedef struct {
     /* redis_backoff_c.hooks._hook_failed (module.c's _set_hook_reporter):
      * called with a hook and the Exception it raised; NULL until set. */
     PyObject *hook_reporter;
+    /* While patch() bounds redis-py's waits by a call's deadline (module.c's
+     * _set_call_deadline), else NULL: redis_backoff_c._call_deadline's
+     * CALL_DEADLINE, the ContextVar holding when the command running in
+     * the context must end, which a call with a deadline ends by too; and
+     * its enter_cluster_command(client, *args), called by RedisCluster's
+     * execute_command when the cluster's Retry has a deadline, which sets
+     * it and returns the Token (or None). */
+    PyObject *call_deadline;
+    PyObject *enter_cluster_command;
+    /* Whether a Retry of this interpreter was ever given a deadline, and
+     * redis_backoff_c._call_deadline.saw_deadline (module.c's
+     * _set_deadline_hook), called the first time: patch() installs the
+     * deadline's bounds only once one exists (a process without deadlines
+     * pays nothing for them). */
+    int deadline_seen;
+    PyObject *deadline_hook;
 } rbc_extras_state;
 
 /* ---- __slots__ in copies (slots.c) ------------------------------------- */

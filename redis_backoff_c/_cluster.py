@@ -61,7 +61,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from redis_backoff_c import hooks as _hooks
+from redis_backoff_c import _call_deadline, hooks as _hooks
 from redis_backoff_c._speedups import (
     RetryEvent,
     _cluster_begin,
@@ -222,7 +222,12 @@ def _backoff_delay(original: Callable[[Any, int], float]) -> Callable[[Any, int]
         else:
             command = value
         if command is None or command.retry is not retry:
-            return original(retry, failures)
+            # A cluster pipeline's loop: no extras counted, but a deadline
+            # that the sleep would reach ends it, with the error it had.
+            delay = original(retry, failures)
+            if _call_deadline.bound and _call_deadline.reached_after(delay):
+                raise sys.exc_info()[1]  # type: ignore[misc]
+            return delay
         command.retry_made()
         command.failures = failures
         error = sys.exc_info()[1]
@@ -318,7 +323,10 @@ def _async_execute(
             return await execute(self, *args, **kwargs)
         command = _Command(retry, deadline_at)
         token = _command.set(command)
+        entered = None
         try:
+            if _call_deadline.bound:
+                entered = _call_deadline.enter_cluster_command(self, *args)
             result = await execute(self, *args, **kwargs)
         except _GaveUp as gave_up:
             error = gave_up.__context__
@@ -331,6 +339,8 @@ def _async_execute(
             command.succeeded()
             return result
         finally:
+            if entered is not None:
+                _call_deadline.CALL_DEADLINE.reset(entered)
             _forget(command, token)
         assert error is not None
         metric = _give_up_metric(command, error)

@@ -103,6 +103,9 @@ def _load() -> tuple[ModuleType | None, str | None]:
     from redis_backoff_c import hooks
 
     _speedups._set_hook_reporter(hooks._hook_failed)
+    from redis_backoff_c import _call_deadline
+
+    _speedups._set_deadline_hook(_call_deadline.saw_deadline)
     from redis_backoff_c import _substate
 
     # The types a program may subclass (the strategies and both Retry types).

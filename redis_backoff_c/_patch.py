@@ -257,6 +257,8 @@ class _State:
         self.extras: dict[str, object] = dict.fromkeys(_EXTRAS)
         #: redis-py 8.2's _to_async_retry, keeping the extras (one wrapper).
         self.conversion: Callable[[Any], Any] | None = None
+        #: the deadline's bounds are installed (_install_bounds).
+        self.bounded = False
 
 
 _EXTRAS = ("deadline", "budget", "stats", "writes", "on_retry", "on_give_up")
@@ -634,6 +636,8 @@ def _patch_modules(modules: list[types.ModuleType]) -> list[_Record]:
         sweep.module(module)
         _keep_extras_through_conversion(module, records)
         _count_cluster_commands(module, records)
+        if _state.bounded:
+            _bound_waits(module.__name__, records)
     _keep_equality(records)
     _state.records.extend(records)
     return records
@@ -690,6 +694,37 @@ def _count_cluster_commands(module: types.ModuleType, records: list[_Record]) ->
     if module.__name__ in _cluster.MODULES:
         changes += _pipeline_writes.patches()
     for target, key, old, new in changes:
+        setattr(target, key, new)
+        records.append(_Record(target, key, old, new, f"{_qualname(target)}.{key}"))
+
+
+def _install_bounds() -> list[_Record]:
+    """The deadline's bounds in the redis modules imported (and, through the
+    import hook, those imported later), once a Retry with a deadline
+    exists: patch() calls this then, or _call_deadline.saw_deadline() when
+    the first one is made; unpatch() takes them out."""
+    from redis_backoff_c import _call_deadline
+
+    records: list[_Record] = []
+    with _lock:
+        if _state.bounded:
+            return records
+        for module in _redis_modules():
+            _bound_waits(module.__name__, records)
+        _state.records.extend(records)
+        _state.bounded = True
+        _call_deadline.bind(True)
+    return records
+
+
+def _bound_waits(module_name: str, records: list[_Record]) -> None:
+    """A call with a deadline ends within it (redis_backoff_c._call_deadline):
+    the entries of redis-py's commands set it, its waits read it.  After
+    _count_cluster_commands, whose RedisCluster.execute_command sets it
+    itself."""
+    from redis_backoff_c import _call_deadline
+
+    for target, key, old, new in _call_deadline.patches(module_name):
         setattr(target, key, new)
         records.append(_Record(target, key, old, new, f"{_qualname(target)}.{key}"))
 
@@ -771,7 +806,7 @@ def _fallback_patch(extras: dict[str, object]) -> PatchReport:
     connection before each write, and the cluster pipelines' ledger (see
     redis_backoff_c.writes), in the redis modules imported by then;
     unpatch() takes them out."""
-    from redis_backoff_c import _pipeline_writes
+    from redis_backoff_c import _call_deadline, _pipeline_writes
     from redis_backoff_c._impl import FALLBACK_REASON
 
     reason = f"the C extension is not in use: {FALLBACK_REASON}"
@@ -784,6 +819,10 @@ def _fallback_patch(extras: dict[str, object]) -> PatchReport:
                 record = _Record(target, key, old, new, f"{_qualname(target)}.{key}")
                 records.append(record)
                 _state.records.append(record)
+        if extras["deadline"] is not None or _call_deadline.deadline_seen():
+            records.extend(_install_bounds())
+        elif not _state.bounded:
+            _call_deadline.on_first = _install_bounds
     return PatchReport(
         implementation="python",
         active=False,
@@ -816,6 +855,7 @@ def patch(
     no-op (the report says why). See the module documentation for what is
     replaced and the limits.
     """
+    from redis_backoff_c import _call_deadline
     from redis_backoff_c._impl import speedups
 
     given = (deadline, budget, stats, writes, on_retry, on_give_up)
@@ -834,6 +874,10 @@ def patch(
             if source in sys.modules:
                 _register_source(source, dropin, names, dropins.get(dropin))
         records = _patch_modules(_redis_modules())
+        if _state.extras["deadline"] is not None or _call_deadline.deadline_seen():
+            records += _install_bounds()
+        elif not _state.bounded:
+            _call_deadline.on_first = _install_bounds
         if _state.extras["writes"] is not None:
             records += _guard_writes()
         if not already:
@@ -899,15 +943,22 @@ def unpatch() -> tuple[str, ...]:
 
     Returns the locations restored; a no-op when not patched.
     """
+    from redis_backoff_c import _call_deadline
+
     with _lock:
         if not _state.active and not _state.records:
             return ()  # (without the extension, patch(writes=) leaves records)
         if _state.finder is not None and _state.finder in sys.meta_path:
             sys.meta_path.remove(_state.finder)
+        _call_deadline.bind(False)
+        _call_deadline.on_first = None
         restored: list[str] = []
         for record in reversed(_state.records):
             if _current(record.target, record.key) is record.new:
-                setattr(record.target, record.key, record.old)
+                if record.old is None and isinstance(record.target, type):
+                    delattr(record.target, record.key)  # it had none of its own
+                else:
+                    setattr(record.target, record.key, record.old)
                 restored.append(record.label)
         # What redis-py built from the C classes while patched: no earlier
         # object to restore, so an equal redis-py one.

@@ -58,7 +58,7 @@ from typing import Any, Final
 import redis
 import redis.exceptions
 
-from redis_backoff_c import _commands
+from redis_backoff_c import _call_deadline, _commands
 
 __all__ = [
     "AT_LEAST_ONCE",
@@ -558,6 +558,8 @@ class _Attempt:
 
 
 def _attempt_may_have_run(error: BaseException) -> bool:
+    if _call_deadline.not_sent(error):
+        return False  # cut by the call's deadline before it was written
     attempt = _Attempt(error)
     if attempt.phase in (_BEFORE, _READS_ONLY):
         return False
@@ -628,6 +630,7 @@ def _sync_guard(send: Callable[..., Any]) -> Callable[..., Any]:
         return send(self, command, check_health)
 
     send_packed_command._redis_backoff_c_wraps = send  # type: ignore[attr-defined]
+    send_packed_command._redis_backoff_c_guard = True  # type: ignore[attr-defined]
     return send_packed_command
 
 
@@ -647,6 +650,7 @@ def _async_guard(send: Callable[..., Any]) -> Callable[..., Any]:
         return await send(self, command, check_health)
 
     send_packed_command._redis_backoff_c_wraps = send  # type: ignore[attr-defined]
+    send_packed_command._redis_backoff_c_guard = True  # type: ignore[attr-defined]
     return send_packed_command
 
 
@@ -661,7 +665,7 @@ def _guards() -> list[tuple[type, str, object, object]]:
     ):
         cls = getattr(sys.modules.get(module_name), "AbstractConnection", None)
         send = vars(cls).get("send_packed_command") if isinstance(cls, type) else None
-        if send is None or hasattr(send, "_redis_backoff_c_wraps"):
+        if send is None or _call_deadline.in_chain(send, "_redis_backoff_c_guard"):
             continue
         changes.append((cls, "send_packed_command", send, guard(send)))  # type: ignore[arg-type]
     return changes

@@ -68,6 +68,7 @@ import redis.exceptions
 import redis.retry
 from redis.backoff import AbstractBackoff
 
+from redis_backoff_c import _call_deadline
 from redis_backoff_c._extras_py.args import _bind, _check_callable, _positive
 from redis_backoff_c._extras_py.budget import RetryBudget
 from redis_backoff_c._extras_py.deadline import _DeadlineSteps
@@ -141,6 +142,8 @@ class _Extras(_DeadlineSteps, _HooksSteps):
         )
         if deadline is not None:
             _positive(owner, "deadline", deadline, True)
+            if not _call_deadline.seen:
+                _call_deadline.saw_deadline()
         _check_shared(owner, "budget", budget, RetryBudget)
         _check_shared(owner, "stats", stats, RetryStats)
         writes = _checked_writes(owner, "writes", writes)
@@ -190,6 +193,8 @@ class _Extras(_DeadlineSteps, _HooksSteps):
         if value is not None:
             _positive("Retry.deadline", "value", value, True)
         self._store("deadline", value)
+        if value is not None and not _call_deadline.seen:
+            _call_deadline.saw_deadline()
 
     @deadline.deleter
     def deadline(self) -> NoReturn:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from redis_backoff_c import _call_deadline
 from redis_backoff_c._extras_py.stats import RetryStats
 
 __all__: list[str] = []
@@ -31,7 +32,9 @@ class _DeadlineSteps:
         if stats is not None:
             stats._count(RetryStats.CALLS)
         deadline = state.get("deadline")
-        deadline_at = None if deadline is None else time.monotonic() + float(deadline)
+        deadline_at = None
+        if deadline is not None:
+            deadline_at = _call_deadline.command_deadline(time.monotonic() + float(deadline))
         return self._has_extras(), deadline_at
 
     def _before_sleep(self, counted: bool, deadline_at: float | None, delay: Any) -> bool:

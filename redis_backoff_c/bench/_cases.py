@@ -93,6 +93,8 @@ def targets(version):
         # stats, and with the deadline
         "extras_sync": 10.0,
         "extras_sync_deadline": 20.0,
+        # SET+GET on loopback under patch(): with a deadline / without
+        "e2e_deadline": 0.98,
         "extras_async": 10.0 if old else 20.0,
         "extras_async_deadline": 20.0 if old else 25.0,
         # writes="at-most-once" on the success path (it acts only on a
@@ -1107,16 +1109,19 @@ def _peer(name):
 
 
 def e2e_cases(session):
-    def sync_side(label, st):
+    def sync_side(label, st, key_prefix="redis_backoff_c:bench"):
         c_retry_module()  # before starting a server for nothing
         url = session.redis_url()
         if label == "redis-py":
             retry = redis.retry.Retry(PY.ExponentialBackoff(), 3)
         else:
-            retry = c_retry_module().Retry(C.ExponentialBackoff(), 3)
+            # "c+deadline": under patch(), the deadline bounds every wait
+            # of the command (its entry and each wait read it).
+            extras = {"deadline": 10.0} if label == "c+deadline" else {}
+            retry = c_retry_module().Retry(C.ExponentialBackoff(), 3, **extras)
         client = redis.Redis.from_url(url, retry=retry)
         st.callback(client.close)
-        key = f"redis_backoff_c:bench:{label}"
+        key = f"{key_prefix}:{label}"
         client.set(key, b"x" * 16)
 
         def run(number):
@@ -1128,6 +1133,10 @@ def e2e_cases(session):
             return time.perf_counter() - start
 
         return Side(label, run)
+
+    def patched(stack):
+        redis_backoff_c.patch()
+        stack.callback(redis_backoff_c.unpatch)
 
     def async_client_side(label, st):
         c_async_retry_module()
@@ -1170,6 +1179,30 @@ def e2e_cases(session):
             {s: lambda st, s=s: async_client_side(s, st) for s in ("redis-py", "c")},
             [Row("redis.asyncio.Redis SET+GET")],
             note=f"as above, {session.loop_name} event loop",
+            min_time_scale=3.0,
+            repeats_scale=2.0,
+        ),
+        Case(
+            "e2e/sync-deadline",
+            "end-to-end",
+            {
+                s: lambda st, s=s: sync_side(s, st, "redis_backoff_c:bench:patched")
+                for s in ("c", "c+deadline")
+            },
+            [
+                Row(
+                    "redis.Redis SET+GET under patch(): no deadline / deadline=10",
+                    num="c",
+                    den="c+deadline",
+                    target=TARGETS["e2e_deadline"],
+                )
+            ],
+            note=(
+                "as above, both sides under patch(), our Retry without and with "
+                "deadline=10: the deadline bounds every wait of the command "
+                "(docs/extras.md); the target: within 2%"
+            ),
+            context=patched,
             min_time_scale=3.0,
             repeats_scale=2.0,
         ),

@@ -903,10 +903,13 @@ def test_patch_writes_at_most_once():
         connection = client.connection_pool.make_connection()
         assert connection.retry.writes == "at-most-once"  # the deep copy keeps it
     # the check before a write on a held connection (redis_backoff_c.writes)
+    # over the deadline's bound of the write (redis_backoff_c._call_deadline)
     guarded = vars(redis.connection.AbstractConnection)["send_packed_command"]
-    assert guarded._redis_backoff_c_wraps is sync_send
+    assert guarded._redis_backoff_c_guard is True
+    assert guarded._redis_backoff_c_wraps._redis_backoff_c_wraps is sync_send
     async_guarded = vars(redis.asyncio.connection.AbstractConnection)["send_packed_command"]
-    assert async_guarded._redis_backoff_c_wraps is async_send
+    assert async_guarded._redis_backoff_c_guard is True
+    assert async_guarded._redis_backoff_c_wraps._redis_backoff_c_wraps is async_send
     assert "redis.connection.AbstractConnection.send_packed_command" in report.replaced
     # patch() given the extras again sets them; at-least-once unsets it
     redis_backoff_c.patch(writes="at-least-once")
@@ -923,7 +926,12 @@ def test_plain_patch_leaves_the_writes_alone():
     send = vars(redis.connection.AbstractConnection)["send_packed_command"]
     redis_backoff_c.patch()
     assert redis.Redis().get_retry().writes == "at-least-once"
-    assert vars(redis.connection.AbstractConnection)["send_packed_command"] is send
+    # The deadline's bound of the write (redis_backoff_c._call_deadline),
+    # right over redis-py's: no EOF check of the writes' policy.
+    patched = vars(redis.connection.AbstractConnection)["send_packed_command"]
+    assert patched._redis_backoff_c_bounds is True
+    assert not hasattr(patched, "_redis_backoff_c_guard")
+    assert patched._redis_backoff_c_wraps is send
 
 
 def test_patched_client_calls_the_hooks():

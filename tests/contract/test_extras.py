@@ -28,6 +28,7 @@ from support import EXTRAS, FLAVORS, assert_outcomes_add_up, assert_stats_add_up
 import redis_backoff_c
 import redis_backoff_c.asyncio.retry as async_retry_module
 import redis_backoff_c.retry as retry_module
+from redis_backoff_c import _call_deadline, _impl
 from redis_backoff_c.backoff import ConstantBackoff, ExponentialBackoff, NoBackoff
 
 CE = redis.exceptions.ConnectionError
@@ -379,6 +380,120 @@ def test_never_starts_an_attempt_after_the_deadline(flavor):
     # the whole call, with every attempt started in time).
     assert 1 <= do.attempts <= 3
     assert all(attempt - start < 0.1 for attempt in do.starts), do.starts
+
+
+@pytest.fixture
+def bound_deadlines():
+    """The loops end by the command's deadline (redis_backoff_c._call_deadline),
+    as while patch() is active, for the test's length."""
+    _call_deadline.bind(True)
+    try:
+        yield _call_deadline.CALL_DEADLINE
+    finally:
+        _call_deadline.bind(False)
+
+
+def call_under(var, command_deadline, flavor, retry):
+    """A call of an always failing do() while `var` (CALL_DEADLINE) holds
+    `command_deadline` (seconds from now); the do() and the error raised."""
+    token = var.set(time.monotonic() + command_deadline)
+    try:
+        do = always_failing()
+        with pytest.raises(CE) as raised:
+            flavor.call(retry, do)
+    finally:
+        var.reset(token)
+    return do, raised.value
+
+
+def test_a_command_deadline_in_the_context_ends_the_call_earlier(flavor, bound_deadlines):
+    retry = flavor.Retry(ConstantBackoff(10), 5, deadline=100)
+    do, raised = call_under(bound_deadlines, 5, flavor, retry)
+    # The sleep of 10 would reach the command's end (in 5 s), not the
+    # Retry's own (in 100 s): given up before it, with the error handled.
+    assert do.attempts == 1 and flavor.slept == []
+    assert raised is do.raised[-1]
+
+
+def test_a_later_command_deadline_leaves_the_call_its_own(flavor, bound_deadlines):
+    retry = flavor.Retry(ConstantBackoff(10), 5, deadline=100)
+    do, _ = call_under(bound_deadlines, 1000, flavor, retry)
+    # The sleeps (not waited: the clock stands still) fit in its own 100 s.
+    assert do.attempts == 6 and flavor.slept == [10] * 5
+
+
+def test_a_command_deadline_is_read_only_for_a_retry_with_a_deadline(flavor, bound_deadlines):
+    do, _ = call_under(bound_deadlines, -1, flavor, flavor.Retry(ConstantBackoff(10), 2))
+    assert do.attempts == 3 and flavor.slept == [10, 10]
+
+
+def test_a_command_deadline_is_not_read_unless_bound(flavor):
+    """Without patch(), nothing carries a command's deadline: the loops
+    keep their own, whatever the variable holds."""
+    retry = flavor.Retry(ConstantBackoff(10), 5, deadline=100)
+    do, _ = call_under(_call_deadline.CALL_DEADLINE, -1, flavor, retry)
+    assert do.attempts == 6 and flavor.slept == [10] * 5
+
+
+def test_a_command_that_may_block_forever_sets_no_deadline():
+    assert _call_deadline._enter(0.3, math.inf) is None
+    assert _call_deadline.CALL_DEADLINE.get(None) is None
+    token = _call_deadline._enter(0.3, 5.0)
+    try:
+        assert 5.2 < _call_deadline.CALL_DEADLINE.get() - time.monotonic() <= 5.3
+        inner = _call_deadline._enter(60, math.inf)  # inside it: the outer's
+        assert inner is not None
+        assert _call_deadline.CALL_DEADLINE.get() - time.monotonic() <= 5.3
+        _call_deadline.CALL_DEADLINE.reset(inner)
+    finally:
+        _call_deadline.CALL_DEADLINE.reset(token)
+
+
+def test_a_command_cut_before_it_was_written_did_not_run():
+    """The write the deadline stops before a byte went out: the policy of
+    at most once may retry it (an error from nowhere it knows would be
+    marked as may have run)."""
+    from redis_backoff_c import writes
+
+    error = _call_deadline._cut_before_send()
+    assert isinstance(error, redis.exceptions.TimeoutError)
+    assert _call_deadline.not_sent(error)
+    assert writes._judge(error) is False and not redis_backoff_c.may_have_run(error)
+    assert writes._judge(redis.exceptions.TimeoutError("elsewhere")) is True
+
+
+@pytest.mark.parametrize(
+    ("args", "seconds"),
+    [
+        (("GET", "k"), 0.0),
+        (("BLPOP", "a", "b", 5), 5.0),
+        ((b"brpop", b"a", b"2.5"), 2.5),
+        (("BLPOP", "a", 0), math.inf),
+        (("BLMOVE", "a", "b", "LEFT", "RIGHT", 1), 1.0),
+        (("BLMPOP", 3, 1, "a", "LEFT"), 3.0),
+        (("BZMPOP", 0.5, 1, "z", "MIN"), 0.5),
+        (("XREAD", "COUNT", 1, "STREAMS", "s", "$"), 0.0),
+        (("XREAD", "BLOCK", 1500, "STREAMS", "s", "$"), 1.5),
+        (("XREADGROUP", "GROUP", "g", "c", "BLOCK", 0, "STREAMS", "s", ">"), math.inf),
+        (("WAIT", 1, 200), 0.2),
+        (("WAITAOF", 1, 0, 0), math.inf),
+        (("BLPOP", "a", "soon"), math.inf),  # unreadable: the wait may be long
+    ],
+)
+def test_a_blocking_command_extends_the_deadline_by_its_wait(args, seconds):
+    assert _call_deadline._block_seconds(args) == seconds
+
+
+def test_the_context_variable_is_refused_unless_a_context_variable():
+    speedups = _impl.speedups
+    if speedups is None:
+        pytest.skip("the C extension is not in use")
+    with pytest.raises(TypeError, match="ContextVar and a callable"):
+        speedups._set_call_deadline(object(), print)
+    with pytest.raises(TypeError, match="ContextVar and a callable"):
+        speedups._set_call_deadline(_call_deadline.CALL_DEADLINE, None)
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        speedups._set_call_deadline(None)
 
 
 def test_the_deadline_is_per_call(flavor):

@@ -19,10 +19,13 @@ request counts its own (a context variable: per thread, per task).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import socket
 import statistics
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import redis.asyncio.connection
@@ -110,15 +113,41 @@ class Outage:
     error: list[BaseException] = field(default_factory=list)
 
 
-def strike(server, outage: Outage) -> threading.Thread:
-    """Start the fault thread: SIGKILL at KILL_AT, restart DOWN later."""
+@contextlib.contextmanager
+def black_hole(port: int) -> Iterator[None]:
+    """The port listens and never accepts, its backlog full: a connect to
+    it waits until its own timeout (the SYNs are dropped)."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(0)
+    fillers = []
+    try:
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+            fillers.append(filler)
+        yield
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+
+
+def strike(server, outage: Outage, holed: bool = False) -> threading.Thread:
+    """Start the fault thread: SIGKILL at KILL_AT, restart DOWN later; with
+    `holed`, the port is a black hole while the server is down (connects
+    hang) instead of refusing connections."""
 
     def run() -> None:
         try:
             time.sleep(max(0.0, outage.start + KILL_AT - time.monotonic()))
             server.kill()
             outage.kill = time.monotonic()
-            time.sleep(max(0.0, outage.kill + DOWN - time.monotonic()))
+            with black_hole(server.port) if holed else contextlib.nullcontext():
+                time.sleep(max(0.0, outage.kill + DOWN - time.monotonic()))
             server.start()
             outage.up = time.monotonic()
         except BaseException as error:  # noqa: BLE001 - reported by the test

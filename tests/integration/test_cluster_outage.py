@@ -200,6 +200,13 @@ def run_with_outage(cluster: RedisCluster, nodes, load) -> list[float]:
     return window
 
 
+#: What a request may end with: redis-py's errors, and the cluster's own
+#: RedisClusterUnreachableError (not a RedisError), which its topology
+#: refresh raises when it reaches no node: with deadline=0.3 under
+#: patch(), in the time left (docs/extras.md).
+CLIENT_ERRORS = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
+
+
 def run_sync(cluster: RedisCluster, label: str, extras: dict) -> Figures:
     key, nodes = key_and_nodes(cluster)
     stats = redis_backoff_c.RetryStats()
@@ -216,7 +223,7 @@ def run_sync(cluster: RedisCluster, label: str, extras: dict) -> Figures:
         mine = serve_started(request)
         try:
             request.value = client.incr(key)
-        except redis.exceptions.RedisError as error:
+        except CLIENT_ERRORS as error:
             request.error = type(error).__name__
         finally:
             serve_ended(request, mine)
@@ -247,7 +254,7 @@ def run_asyncio(cluster: RedisCluster, label: str, extras: dict) -> Figures:
         mine = serve_started(request)
         try:
             request.value = await client.incr(key)
-        except redis.exceptions.RedisError as error:
+        except CLIENT_ERRORS as error:
             request.error = type(error).__name__
         finally:
             serve_ended(request, mine)

@@ -48,6 +48,7 @@ from outage import (
 )
 from support import EXTRAS
 
+import redis_backoff_c
 from redis_backoff_c.backoff import ExponentialWithJitterBackoff
 
 DEADLINE = 0.3
@@ -80,7 +81,7 @@ def _serve(request, call):
         request.connects = len(mine)
 
 
-def run_sync(server, label, side, extras):
+def run_sync(server, label, side, extras, holed=False):
     counter = PortCounter()
     connection_class, _ = counting_connection_classes(counter)
     stats = side.RetryStats()
@@ -101,7 +102,7 @@ def run_sync(server, label, side, extras):
     outage = Outage()
     with ThreadPoolExecutor(max_workers=800) as executor:
         outage.start = time.monotonic()
-        fault = strike(server, outage)
+        fault = strike(server, outage, holed)
         for request in requests:
             request.arrival = outage.start + request.index / RATE
             delay = request.arrival - time.monotonic()
@@ -117,7 +118,7 @@ def run_sync(server, label, side, extras):
     return figures(label, requests, outage, counter, stats)
 
 
-def run_asyncio(server, label, side, extras):
+def run_asyncio(server, label, side, extras, holed=False):
     counter = PortCounter()
     _, connection_class = counting_connection_classes(counter)
     stats = side.RetryStats()
@@ -151,7 +152,7 @@ def run_asyncio(server, label, side, extras):
         await client.ping()
         tasks = []
         outage.start = time.monotonic()
-        fault = strike(server, outage)
+        fault = strike(server, outage, holed)
         for request in requests:
             request.arrival = outage.start + request.index / RATE
             delay = request.arrival - time.monotonic()
@@ -209,3 +210,44 @@ def test_sync_outage_budget_and_deadline(redis_server, capsys):
 
 def test_asyncio_outage_budget_and_deadline(redis_server, capsys):
     check_outage(run_asyncio, redis_server, "asyncio", capsys)
+
+
+# --- The port a black hole while the server is down -----------------------
+#
+# Connects hang (until CONNECT_TIMEOUT, 1 s) instead of being refused.  The
+# deadline alone bounds the retrying: a call ends about one connect timeout
+# after it.  Under patch() it bounds the connect too: no call lasts longer
+# than the deadline (plus a margin for a loaded machine).
+HOLED_MARGIN = 0.2
+
+
+def check_holed_outage(run, server, flavor, capsys):
+    side = EXTRAS["c"] or EXTRAS["py"]
+    results = {"no extras": run(server, f"holed, no extras {side.name}", side, {}, holed=True)}
+    results["deadline"] = run(
+        server, f"holed, deadline 0.3 {side.name}", side, {"deadline": DEADLINE}, holed=True
+    )
+    with redis_backoff_c.patched():
+        results["patched"] = run(
+            server, f"holed, deadline 0.3, patch() {side.name}", side,
+            {"deadline": DEADLINE}, holed=True,
+        )  # fmt: skip
+    with capsys.disabled():
+        for result in results.values():
+            print(f"[{flavor}] {result.line()}")
+    for result in results.values():
+        assert result.recovery <= 1.0, result.line()
+    # without a deadline, calls wait out connect timeouts through the outage
+    assert results["no extras"].max_outage_call > CONNECT_TIMEOUT, results["no extras"].line()
+    # the deadline alone: the retrying stops, the last connect runs its time
+    assert results["deadline"].max_outage_call <= DEADLINE + CONNECT_TIMEOUT + HOLED_MARGIN
+    # under patch(): the connects end at the deadline too
+    assert results["patched"].max_outage_call <= DEADLINE + HOLED_MARGIN, results["patched"].line()
+
+
+def test_sync_holed_outage_deadline(redis_server, capsys):
+    check_holed_outage(run_sync, redis_server, "sync", capsys)
+
+
+def test_asyncio_holed_outage_deadline(redis_server, capsys):
+    check_holed_outage(run_asyncio, redis_server, "asyncio", capsys)
