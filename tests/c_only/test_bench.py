@@ -42,6 +42,7 @@ EXPECTED_CASES = [
     "peers/success",
     "e2e/sync",
     "e2e/asyncio",
+    "e2e/sync-deadline",
 ]
 # rows that need only the strategies, which always exist
 STRATEGY_CASES = [n for n in EXPECTED_CASES if n.split("/")[-1] in STRATEGIES or n == "floor"]
@@ -291,7 +292,11 @@ def test_without_redis_server_the_e2e_rows_say_how_to_get_them(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     rows = json.loads(json_path.read_text())["rows"]
-    assert [r["name"] for r in rows] == ["redis.Redis SET+GET", "redis.asyncio.Redis SET+GET"]
+    assert [r["name"] for r in rows] == [
+        "redis.Redis SET+GET",
+        "redis.asyncio.Redis SET+GET",
+        "redis.Redis SET+GET under patch(): no deadline / deadline=10",
+    ]
     for row in rows:
         assert row["reason"] == _cli.NO_REDIS_SERVER
         line = next(line for line in done.stdout.splitlines() if line.startswith(row["name"]))
