@@ -12,6 +12,7 @@ run call_with_retry to its end): what both Retry types share is written
 once and runs over flavor x implementation.
 """
 
+import os
 import random
 
 import pytest
@@ -87,10 +88,19 @@ def sleeps(impl, monkeypatch):
     return patch_sleep(impl, monkeypatch)
 
 
+# REDIS_BACKOFF_C_C_SIDE_ONLY=1 leaves out the tests that `impl` runs on
+# redis-py's side and `extras` on the pure-Python twin's (reported as
+# deselected): CI sets it where the suite already ran on both sides on the
+# same CPython and redis-py, and only our C code is the question (ASan and
+# UBSan, the debug build's refleak runs, the installed wheel; .ci/run).
+C_SIDE_ONLY = os.environ.get("REDIS_BACKOFF_C_C_SIDE_ONLY", "0") != "0"
+
+
 def pytest_report_header(config):
     return (
         f"redis_backoff_c implementation: {redis_backoff_c.IMPLEMENTATION}, "
         f"asyncio design: {async_design()}, redis-py {redis.__version__}"
+        + (", C side only (REDIS_BACKOFF_C_C_SIDE_ONLY)" if C_SIDE_ONLY else "")
     )
 
 
@@ -105,7 +115,19 @@ def pytest_collection_modifyitems(config, items):
     """A test marked async_design(name) checks what only that design has
     (the C awaitable's own protocol object, or the coroutine's checks when
     awaited).  Where the other design serves, it does not apply here; the
-    subprocess runs of tests/c_only/test_async_designs.py cover it."""
+    subprocess runs of tests/c_only/test_async_designs.py cover it.
+    Under REDIS_BACKOFF_C_C_SIDE_ONLY the other sides are deselected."""
+    if C_SIDE_ONLY:
+        kept, other_sides = [], []
+        for item in items:
+            params = item.callspec.params if hasattr(item, "callspec") else {}
+            if params.get("impl") == "redis-py" or params.get("extras") == "py":
+                other_sides.append(item)
+            else:
+                kept.append(item)
+        if other_sides:
+            config.hook.pytest_deselected(items=other_sides)
+            items[:] = kept
     design = async_design()
     for item in items:
         marker = item.get_closest_marker("async_design")
