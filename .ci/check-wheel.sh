@@ -95,10 +95,11 @@ say "running the contract and C tests against the installed wheel"
 # pure-Python twin's are not the wheel's extension, and the README's stage
 # ran them); three integration modules talk to a real redis-server through
 # the wheel, sync and asyncio.  The rest of tests/integration (outages,
-# failovers, at most once through a fault proxy: about 95 s, most of it
-# waiting for servers) tests the same compiled code on the same CPython as
-# .ci/run's README stage, which runs it.  This run: about 140 s, where the
-# whole suite less the failovers and outage figures took 270 s in CI.
+# deadlines, at most once through a fault proxy and Sentinel's failovers:
+# about 120 s, most of it waiting for servers) tests the same compiled code
+# on the same CPython as .ci/run's README stage, which runs it.  This run:
+# about 130 s, where the whole suite less the failovers and outage figures
+# took about 300 s.
 status=0
 "${nocc_env[@]}" REDIS_BACKOFF_C_EXPECT_INSTALLED=1 REDIS_BACKOFF_C_C_SIDE_ONLY=1 \
     "$work/clean/bin/python" -I -m pytest -p no:cacheprovider -q \
