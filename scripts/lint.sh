@@ -48,7 +48,12 @@ say "mypy --strict: the package, its stubs, the pytest entry module and tests/ty
 # written before its code (retry, asyncio.retry) is listed, not checked.
 say "stubtest"
 allow=$(mktemp)
-trap 'rm -f "$allow"' EXIT
+# stubtest runs in an empty directory of its own, off the checkout (whose
+# redis_backoff_c/ would shadow the installed build) and off the shared
+# /tmp, where any stray sys.py or typing.py shadows the standard library
+# ("This file shadows library module").
+stubdir=$(mktemp -d)
+trap 'rm -rf "$allow" "$stubdir"' EXIT
 cp .ci/stubtest-allowlist.txt "$allow"
 missing=$("$py" -I - <<'PY'
 import importlib.util, pathlib, redis_backoff_c
@@ -63,7 +68,7 @@ for m in $missing; do
     say "not checked by stubtest, no module yet: $m"
     printf '%s\n' "${m//./\\.}" >> "$allow"
 done
-(cd /tmp && "$py" -m mypy.stubtest redis_backoff_c --allowlist "$allow" \
+(cd "$stubdir" && "$py" -m mypy.stubtest redis_backoff_c --allowlist "$allow" \
     --mypy-config-file "$repo/pyproject.toml") || failed+=("stubtest")
 
 if [ ${#failed[@]} -gt 0 ]; then
