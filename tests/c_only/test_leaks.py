@@ -368,3 +368,9 @@ def test_set_random_source():
 )
 def test_set_random_source_errors(args, kwargs, error):
     assert_no_leak(calls_raising(error, redis_backoff_c.set_random_source, *args, **kwargs))
+
+
+def test_the_check_catches_a_leak_of_one_object_a_call():
+    kept = []
+    with pytest.raises(AssertionError, match="grew"):
+        assert_no_leak(lambda: kept.append(object()))
