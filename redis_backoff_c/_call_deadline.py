@@ -31,6 +31,9 @@ has a deadline ends within it, whatever the network does:
   forever, leaves the waits unbounded), as go-redis extends its read
   timeout: the program asked for the wait.  Retrying still stops at the
   deadline.
+- redis-py's own pauses inside a cluster command (0.25 s after
+  CLUSTERDOWN, 0.05 s after TRYAGAIN, a pipeline's backoff) end by the
+  deadline too, with the attempt's error (:class:`_PacedModule`).
 - Pub/sub's reads of messages (``listen``, ``get_message``) are not
   commands: no deadline bounds them.
 
@@ -46,6 +49,7 @@ import functools
 import math
 import sys
 import time
+import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
@@ -521,9 +525,105 @@ class _PoolTimeout:
         del pool.__dict__["timeout"]
 
 
+# --- redis-py's own pauses in its cluster loops ----------------------------
+
+
+def _paced_sleep(sleep: Callable[[float], None], seconds: Any) -> None:
+    """time.sleep(seconds) for redis-py's cluster module: a pause that would
+    reach past the deadline of the command running sleeps up to it, then
+    raises the error being handled (the attempt's own), or, outside an
+    except block, returns, and what follows finds no time left."""
+    at = CALL_DEADLINE.get(None)
+    number = _number(seconds)
+    if at is None or number is None or number == 0:
+        return sleep(seconds)
+    left = at - _monotonic()
+    if number < left:
+        return sleep(seconds)
+    sleep(max(left, 0.0))
+    pending = sys.exc_info()[1]
+    if pending is not None:
+        raise pending
+    return None
+
+
+def _paced_async_sleep(sleep: Callable[..., Any], delay: Any, result: Any = None) -> Any:
+    """asyncio.sleep(delay, result) for redis-py's asyncio cluster module,
+    as _paced_sleep; the error being handled is read here, in the caller's
+    except block, before anything is awaited."""
+    at = CALL_DEADLINE.get(None)
+    number = _number(delay)
+    if at is None or number is None or number == 0:
+        return sleep(delay, result)
+    left = at - _monotonic()
+    if number < left:
+        return sleep(delay, result)
+    return _sleep_then_raise(sleep, max(left, 0.0), result, sys.exc_info()[1])
+
+
+async def _sleep_then_raise(
+    sleep: Callable[..., Any], seconds: float, result: Any, pending: BaseException | None
+) -> Any:
+    await sleep(seconds)
+    if pending is not None:
+        raise pending
+    return result
+
+
+class _PacedSleep:
+    """The ``sleep`` of a :class:`_PacedModule`: the module's own, as
+    it is when read (a mock put on ``time.sleep`` included), paced by the
+    deadline.  A data descriptor, so it comes before the module's
+    namespace; set and deleted there, as on the module itself."""
+
+    def __init__(self, paced: Callable[..., Any]) -> None:
+        self.paced = paced
+
+    def __get__(self, module: Any, owner: type | None = None) -> Any:
+        if module is None:
+            return self
+        return functools.partial(self.paced, vars(module)["sleep"])
+
+    def __set__(self, module: Any, value: Any) -> None:
+        vars(module)["sleep"] = value
+
+    def __delete__(self, module: Any) -> None:
+        del vars(module)["sleep"]
+
+
+class _PacedModule:
+    """What redis-py's cluster modules name ``time`` (sync) and ``asyncio``
+    while the bounds are installed: the module itself, its namespace
+    shared (this object's ``__dict__`` is the module's), but for its
+    ``sleep``.  redis-py pauses inside a cluster command's attempt (0.25 s
+    after CLUSTERDOWN, 0.05 s after TRYAGAIN, a pipeline's backoff): those
+    pauses end by the command's deadline."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self.__dict__ = vars(module)
+
+    def __repr__(self) -> str:
+        return f"<{vars(self)['__name__']} paced by the call's deadline>"
+
+
+class _PacedTime(_PacedModule):
+    sleep = _PacedSleep(_paced_sleep)
+
+
+class _PacedAsyncio(_PacedModule):
+    sleep = _PacedSleep(_paced_async_sleep)
+
+
+#: (module, the name it gives a module whose sleep it calls, the stand-in).
+_PAUSES: Final = (
+    ("redis.cluster", "time", _PacedTime),
+    ("redis.asyncio.cluster", "asyncio", _PacedAsyncio),
+)
+
+
 # --- What patch() installs ------------------------------------------------
 
-_Change = tuple[type, str, object, object]
+_Change = tuple[object, str, object, object]
 
 #: (module, class, method, wrapper maker, extra arguments).
 _ENTRIES: Final = (
@@ -607,7 +707,11 @@ def patches(module_name: str) -> list[_Change]:
             continue
         if class_name == "RedisCluster" and hasattr(old, _WRAPS):
             continue  # redis_backoff_c._cluster's, which sets the deadline itself
-        changes.append((cls, name, old, make(old, *extra)))  # type: ignore[arg-type]
+        changes.append((cls, name, old, make(old, *extra)))
+    for source, name, paced in _PAUSES:
+        held = vars(module).get(name) if source == module_name else None
+        if isinstance(held, types.ModuleType):
+            changes.append((module, name, held, paced(held)))
     if module_name in _POOLS:
         cls = getattr(module, "BlockingConnectionPool", None)
         if isinstance(cls, type) and not isinstance(vars(cls).get("timeout"), _PoolTimeout):

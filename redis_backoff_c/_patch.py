@@ -726,7 +726,8 @@ def _bound_waits(module_name: str, records: list[_Record]) -> None:
 
     for target, key, old, new in _call_deadline.patches(module_name):
         setattr(target, key, new)
-        records.append(_Record(target, key, old, new, f"{_qualname(target)}.{key}"))
+        owner = _qualname(target) if isinstance(target, type) else module_name
+        records.append(_Record(target, key, old, new, f"{owner}.{key}"))
 
 
 # --- The import hook ------------------------------------------------------

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import weakref
+from unittest import mock
 
 import pytest
 import redis.exceptions
@@ -460,6 +461,69 @@ def test_a_command_cut_before_it_was_written_did_not_run():
     assert _call_deadline.not_sent(error)
     assert writes._judge(error) is False and not redis_backoff_c.may_have_run(error)
     assert writes._judge(redis.exceptions.TimeoutError("elsewhere")) is True
+
+
+def test_a_pause_of_redis_py_ends_by_the_command_deadline():
+    """redis-py's cluster module pauses inside an attempt (0.25 s after
+    CLUSTERDOWN): under the bounds it sleeps up to the deadline, then the
+    attempt's own error is raised; without a deadline it sleeps whole."""
+    paced = _call_deadline._PacedTime(time)
+    assert paced.monotonic is time.monotonic and paced.__name__ == "time"
+    slept = []
+    with mock.patch("time.sleep", slept.append):
+        paced.sleep(0.25)  # no deadline: the pause asked for
+        token = _call_deadline.CALL_DEADLINE.set(time.monotonic() + 0.1)
+        try:
+            paced.sleep(0.01)  # before it: whole
+            paced.sleep(0.25)  # past it, outside a handler: up to it
+            error = redis.exceptions.ClusterDownError("CLUSTERDOWN")
+            try:
+                raise error
+            except redis.exceptions.ClusterDownError:
+                with pytest.raises(redis.exceptions.ClusterDownError) as raised:
+                    paced.sleep(0.25)
+        finally:
+            _call_deadline.CALL_DEADLINE.reset(token)
+    assert raised.value is error
+    assert slept[:2] == [0.25, 0.01]
+    assert all(0.09 < seconds <= 0.1 for seconds in slept[2:]) and len(slept) == 4
+
+
+def test_a_pause_of_redis_py_asyncio_ends_by_the_command_deadline():
+    paced = _call_deadline._PacedAsyncio(asyncio)
+    assert paced.Lock is asyncio.Lock
+
+    async def main():
+        token = _call_deadline.CALL_DEADLINE.set(time.monotonic() + 0.05)
+        try:
+            start = time.monotonic()
+            assert await paced.sleep(0, "zero") == "zero"
+            assert await paced.sleep(5, "cut") == "cut"  # up to the deadline
+            assert 0.04 < time.monotonic() - start < 1.0
+            error = redis.exceptions.ClusterDownError("CLUSTERDOWN")
+            try:
+                raise error
+            except redis.exceptions.ClusterDownError:
+                with pytest.raises(redis.exceptions.ClusterDownError) as raised:
+                    await paced.sleep(5)
+            assert raised.value is error and time.monotonic() - start < 1.0
+        finally:
+            _call_deadline.CALL_DEADLINE.reset(token)
+
+    asyncio.run(main())
+
+
+def test_a_paced_module_is_the_module_to_whoever_patches_it():
+    """A test that patches redis.cluster.time.sleep (or .monotonic) while
+    the bounds are installed changes the time module, as it would without
+    them; the paced sleep calls whatever the module holds."""
+    paced = _call_deadline._PacedTime(time)
+    real = time.sleep
+    with mock.patch.object(paced, "sleep") as fake:
+        assert time.sleep is fake
+        paced.sleep(3)
+    assert time.sleep is real
+    fake.assert_called_once_with(3)
 
 
 @pytest.mark.parametrize(

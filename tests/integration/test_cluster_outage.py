@@ -62,10 +62,10 @@ DOWN = 2.0  # seconds the two nodes stay dead
 BACKOFF = {"base": 0.01, "cap": 0.2}
 RETRIES = 10
 DEADLINE = 0.3
-# Topology refreshes run between attempts (connecting to the dead nodes is
-# refused at once on loopback); what a command may take beyond the
-# deadline and its longest attempt.
-REFRESH_SLACK = 0.25
+#: What a command may take beyond its deadline: under patch() every wait
+#: of a command, redis-py's own pause after CLUSTERDOWN included, ends by
+#: it (docs/extras.md); the rest is scheduling, 50 threads on 2 cores.
+CUT_MARGIN = 0.15
 #: The attempts (start, end) of the command running in this thread or task.
 _attempts: contextvars.ContextVar[list[tuple[float, float]] | None] = contextvars.ContextVar(
     "cluster_attempts", default=None
@@ -346,9 +346,7 @@ def check_outage(run, cluster, flavor: str, capsys) -> None:
     assert deadline.stats["give_ups_deadline"] > 0, deadline.stats
     # Without the deadline a failing command retries far longer.
     assert plain.longest_failing > 2 * DEADLINE, plain.line()
-    assert deadline.longest_failing <= (DEADLINE + deadline.longest_attempt + REFRESH_SLACK), (
-        deadline.line()
-    )
+    assert deadline.longest_failing <= DEADLINE + CUT_MARGIN, deadline.line()
 
 
 needs_loop = pytest.mark.skipif(
