@@ -6,9 +6,8 @@
 #include <windows.h>
 #endif
 
-/* Monotonic seconds: CLOCK_MONOTONIC, the clock of time.monotonic(). */
-static double
-monotonic_now(void)
+double
+rbc_monotonic_now(void)
 {
 #ifdef _WIN32
     static LARGE_INTEGER frequency;
@@ -28,7 +27,7 @@ monotonic_now(void)
 /* The call's start, read once per call with a deadline.  Where Linux has
  * it, the coarse clock: it costs half as much, and it is never ahead of
  * CLOCK_MONOTONIC (it lags by at most one tick, a few ms), so the elapsed
- * time measured against monotonic_now() is never under-estimated: a
+ * time measured against rbc_monotonic_now() is never under-estimated: a
  * deadline can only be applied up to one tick early, never late. */
 static double
 monotonic_start(void)
@@ -38,7 +37,7 @@ monotonic_start(void)
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
     return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
 #else
-    return monotonic_now();
+    return rbc_monotonic_now();
 #endif
 }
 
@@ -108,7 +107,7 @@ rbc_extras_before_sleep(rbc_retry_extras *const *extras, rbc_call_extras *call,
     }
     /* The delay's __float__ may have run Python code that changed the
      * Retry's extras: read them again. */
-    if (call->deadline_at != 0.0 && monotonic_now() + seconds >= call->deadline_at) {
+    if (call->deadline_at != 0.0 && rbc_monotonic_now() + seconds >= call->deadline_at) {
         rbc_extras_give_up(*extras, call, RBC_GIVE_UP_DEADLINE);
         return 0;
     }
@@ -118,7 +117,7 @@ rbc_extras_before_sleep(rbc_retry_extras *const *extras, rbc_call_extras *call,
 double
 rbc_extras_sleep_started(const rbc_retry_extras *extras)
 {
-    return extras != NULL && extras->stats != NULL ? monotonic_now() : 0.0;
+    return extras != NULL && extras->stats != NULL ? rbc_monotonic_now() : 0.0;
 }
 
 void
@@ -137,14 +136,14 @@ void
 rbc_extras_sleep_ended(const rbc_retry_extras *extras, double started)
 {
     if (started != 0.0) {
-        rbc_extras_add_slept(extras, monotonic_now() - started);
+        rbc_extras_add_slept(extras, rbc_monotonic_now() - started);
     }
 }
 
 int
 rbc_extras_deadline_passed(rbc_retry_extras *extras, rbc_call_extras *call)
 {
-    if (call->deadline_at != 0.0 && monotonic_now() >= call->deadline_at) {
+    if (call->deadline_at != 0.0 && rbc_monotonic_now() >= call->deadline_at) {
         rbc_extras_give_up(extras, call, RBC_GIVE_UP_DEADLINE);
         return 1;
     }

@@ -11,6 +11,9 @@
 
 #include "block.h"
 
+/* Monotonic seconds: CLOCK_MONOTONIC, the clock of time.monotonic(). */
+double rbc_monotonic_now(void);
+
 /* Once per call with extras, when it starts (rbc_extras_call_begin,
  * extras.h): counts the call and fixes its deadline: its start plus the
  * Retry's deadline, or the deadline of the command running in the context

@@ -11,6 +11,7 @@
 #include "args.h"
 #include "async_coro.h"
 #include "async_retry.h"
+#include "call_bounds.h"
 #include "cluster.h"
 #include "extras.h"
 #include "random_source.h"
@@ -59,7 +60,7 @@ module_exec(PyObject *module)
         || rbc_random_init(st, module) < 0 || rbc_strategies_init(st, module) < 0
         || rbc_extras_init(st, module) < 0 || rbc_retry_core_init(&st->core) < 0
         || rbc_retry_init(st, module) < 0 || rbc_async_init(st, module) < 0
-        || rbc_cluster_init(st, module) < 0) {
+        || rbc_cluster_init(st, module) < 0 || rbc_bounds_init(st, module) < 0) {
         return -1;
     }
     return 0;
@@ -77,7 +78,8 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
         || (err = rbc_extras_traverse(&st->extras, visit, arg))
         || (err = rbc_retry_core_traverse(&st->core, visit, arg))
         || (err = rbc_async_traverse(&st->async, visit, arg))
-        || (err = rbc_cluster_traverse(&st->cluster, visit, arg))) {
+        || (err = rbc_cluster_traverse(&st->cluster, visit, arg))
+        || (err = rbc_bounds_traverse(&st->bounds, visit, arg))) {
         return err;
     }
     return 0;
@@ -87,6 +89,7 @@ static int
 module_clear(PyObject *module)
 {
     rbc_state *st = rbc_get_state(module);
+    rbc_bounds_clear(&st->bounds);
     rbc_cluster_clear(&st->cluster);
     rbc_async_clear(&st->async);
     rbc_retry_clear(&st->retry);

@@ -255,6 +255,28 @@ typedef struct {
     PyObject *str_retry; /* interned "retry" */
 } rbc_cluster_state;
 
+/* ---- the deadline's bounds on redis-py's waits (call_bounds.c) -------- */
+
+/* Interned attribute names the bounds read on clients, connections and
+ * sockets, by index. */
+enum { RBC_BOUNDS_CONNECTION,        /* "connection" */
+       RBC_BOUNDS_CONNECTION_POOL,   /* "connection_pool" */
+       RBC_BOUNDS_CONNECTION_KWARGS, /* "connection_kwargs" */
+       RBC_BOUNDS_RETRY,             /* "retry" */
+       RBC_BOUNDS_SOCK,              /* "_sock" */
+       RBC_BOUNDS_SOCKET_TIMEOUT,    /* "socket_timeout" */
+       RBC_BOUNDS_GETTIMEOUT,        /* "gettimeout" */
+       RBC_BOUNDS_SETTIMEOUT,        /* "settimeout" */
+       RBC_BOUNDS_LOWERED,           /* "_redis_backoff_c_lowered" */
+       RBC_BOUNDS_NAMES };
+
+typedef struct {
+    /* redis_backoff_c._speedups._CallBound: what patch() puts in redis-py's
+     * command entries and connection waits (sync) while it bounds them. */
+    PyTypeObject *Bound_type;
+    PyObject *names[RBC_BOUNDS_NAMES];
+} rbc_bounds_state;
+
 /* ---- shared by every concern (module.c) ---------------------------- */
 
 /* Objects that more than one concern uses: created once, in module.c. */
@@ -276,6 +298,7 @@ typedef struct rbc_state {
     rbc_retry_state retry;
     rbc_async_state async;
     rbc_cluster_state cluster;
+    rbc_bounds_state bounds;
 } rbc_state;
 
 extern PyModuleDef rbc_module_def;

@@ -403,10 +403,21 @@ def _bounded_sync_io(
     _bound_socket(connection, sock, at)
     try:
         return io(connection, *args, **kwargs)
-    except (redis.exceptions.TimeoutError, OSError):
-        if connection._sock is sock and connection.__dict__.get(_LOWERED) is sock:
-            connection.disconnect()
+    except BaseException as error:
+        _after_cut(connection, sock, error)
         raise
+
+
+def _after_cut(connection: Any, sock: Any, error: BaseException) -> None:
+    """A write or read on `sock` failed with `error`: when it timed out (or
+    the socket failed) while a deadline lowered the socket's timeout, the
+    connection is dropped, so that no later command reads the cut reply."""
+    if (
+        isinstance(error, (redis.exceptions.TimeoutError, OSError))
+        and connection._sock is sock
+        and connection.__dict__.get(_LOWERED) is sock
+    ):
+        connection.disconnect()
 
 
 def _size(command: Any) -> int:
@@ -691,6 +702,34 @@ _ENTRIES: Final = (
 _POOLS: Final = ("redis.connection", "redis.asyncio.connection")
 
 
+#: The entries and waits whose common calls csrc/call_bounds.c makes (its
+#: RBC_BOUND_* kinds): (module, class, method) -> kind.
+_IN_C: Final = {
+    ("redis.client", "Redis", "execute_command"): 0,
+    ("redis.client", "PubSub", "execute_command"): 0,
+    ("redis.client", "Pipeline", "immediate_execute_command"): 0,
+    ("redis.connection", "AbstractConnection", "connect_check_health"): 1,
+    ("redis.connection", "AbstractConnection", "send_packed_command"): 2,
+    ("redis.connection", "AbstractConnection", "read_response"): 3,
+}
+#: False to keep the Python wrappers where the C ones would go (the tests
+#: run both); read when patch() installs the bounds.
+use_c = True
+
+
+def _in_c(key: tuple[str, str, str], old: Any, wrapper: Any) -> Any:
+    """The C wrapper of `old` for `key` (its common calls without a Python
+    frame, the rest handed to `wrapper`), or `wrapper` itself without the
+    extension."""
+    from redis_backoff_c._impl import speedups
+
+    kind = _IN_C.get(key)
+    if kind is None or speedups is None or not use_c:
+        return wrapper
+    extra = {0: frozenset(_BLOCKING), 3: _after_cut}.get(kind)
+    return speedups._CallBound(kind, old, wrapper, extra)
+
+
 def patches(module_name: str) -> list[_Change]:
     """(class, name, old, new) for what bounds a call by its deadline in
     the redis module `module_name`, when imported and not yet wrapped."""
@@ -707,7 +746,8 @@ def patches(module_name: str) -> list[_Change]:
             continue
         if class_name == "RedisCluster" and hasattr(old, _WRAPS):
             continue  # redis_backoff_c._cluster's, which sets the deadline itself
-        changes.append((cls, name, old, make(old, *extra)))
+        wrapper = _in_c((source, class_name, name), old, make(old, *extra))
+        changes.append((cls, name, old, wrapper))
     for source, name, paced in _PAUSES:
         held = vars(module).get(name) if source == module_name else None
         if isinstance(held, types.ModuleType):

@@ -37,7 +37,10 @@ LAYERS: list[tuple[str, list[str]]] = [
         ["budget", "stats", "block", "deadline", "writes", "hooks", "extras"],
     ),
     ("retry core", ["retry_core"]),
-    ("the Retry types", ["retry", "async_call", "async_coro", "async_retry", "cluster"]),
+    (
+        "the Retry types",
+        ["retry", "async_call", "async_coro", "async_retry", "cluster", "call_bounds"],
+    ),
     ("module", ["module"]),
 ]
 

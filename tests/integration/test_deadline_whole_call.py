@@ -37,6 +37,7 @@ from support import EXTRAS
 from topology import SENTINEL_SERVICE, RedisCluster, RedisSentinel
 
 import redis_backoff_c
+from redis_backoff_c import _call_deadline
 from redis_backoff_c.backoff import ExponentialBackoff
 
 pytestmark = pytest.mark.skipif(
@@ -69,13 +70,17 @@ def server(tmp_path_factory):
         running.stop()
 
 
-@pytest.fixture
-def patched():
+@pytest.fixture(params=["c-waits", "python-waits"])
+def patched(request):
+    """patch(), its sync entries and waits the C ones (csrc/call_bounds.c)
+    or the Python ones they hand the rest to."""
+    _call_deadline.use_c = request.param == "c-waits"
     redis_backoff_c.patch()
     try:
         yield
     finally:
         redis_backoff_c.unpatch()
+        _call_deadline.use_c = True
 
 
 @pytest.fixture

@@ -217,8 +217,9 @@ def test_asyncio_outage_budget_and_deadline(redis_server, capsys):
 # Connects hang (until CONNECT_TIMEOUT, 1 s) instead of being refused.  The
 # deadline alone bounds the retrying: a call ends about one connect timeout
 # after it.  Under patch() it bounds the connect too: no call lasts longer
-# than the deadline (plus a margin for a loaded machine).
-HOLED_MARGIN = 0.2
+# than the deadline (plus a margin for a loaded machine: 800 threads on two
+# cores read 0.302-0.304 s alone, 0.452 s and 0.475 s beside other jobs).
+HOLED_MARGIN = 0.3
 
 
 def check_holed_outage(run, server, flavor, capsys):
