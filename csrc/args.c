@@ -186,6 +186,18 @@ rbc_import_attr(const char *module_name, const char *name)
 }
 
 PyObject *
+rbc_coroutine_mark(void)
+{
+    /* Its name on 3.13 and later, and on 3.12. */
+    PyObject *mark = rbc_import_attr("inspect", "_is_coroutine_mark");
+    if (mark == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        mark = rbc_import_attr("inspect", "_is_coroutine_marker");
+    }
+    return mark;
+}
+
+PyObject *
 rbc_module_attr(PyObject *module_name, PyObject *name)
 {
     PyObject *module = PyImport_GetModule(module_name);

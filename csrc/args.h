@@ -69,6 +69,11 @@ Py_hash_t rbc_combine_hashes(const Py_hash_t *lanes, Py_ssize_t count);
  * new reference, or NULL. */
 PyObject *rbc_import_attr(const char *module_name, const char *name);
 
+/* The sentinel inspect.iscoroutinefunction() (3.12+) looks for in a
+ * callable's _is_coroutine_marker: what a C method that stands for an
+ * `async def` answers.  A new reference, or NULL. */
+PyObject *rbc_coroutine_mark(void);
+
 /* getattr(module, name) for the module named `module_name`, taken from
  * sys.modules when it is there, else imported; looked up at each call so
  * that a test can patch the attribute (the patchable `sleep` of both

@@ -4,6 +4,7 @@
 #include "deadline.h"
 #include "retry_core.h"
 
+#include <math.h>         /* isinf */
 #include <stddef.h>       /* offsetof */
 #include <structmember.h> /* PyMemberDef before 3.12 */
 
@@ -203,11 +204,16 @@ entry_call(const rbc_state *st, bound_object *me, PyObject *const *args, size_t 
     if (found == 0) {
         return call_held(me->original, args, nargsf, kwnames);
     }
-    if (found == 2 || !blocks_not(me->extra, args, PyVectorcall_NARGS(nargsf))
+    if (found == 2 || me->kind == RBC_BOUND_ASYNC_ENTRY
+        || !blocks_not(me->extra, args, PyVectorcall_NARGS(nargsf))
         || st->extras.call_deadline == NULL) { /* reading the client ran code */
         return call_held(me->slow, args, nargsf, kwnames);
     }
-    return call_by(st, me->original, rbc_monotonic_now() + seconds, args, nargsf, kwnames);
+    double at = rbc_monotonic_now() + seconds;
+    if (isinf(at)) { /* as _enter: a deadline that never comes sets none */
+        return call_held(me->original, args, nargsf, kwnames);
+    }
+    return call_by(st, me->original, at, args, nargsf, kwnames);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -268,8 +274,23 @@ connect_call(const rbc_state *st, bound_object *me, PyObject *const *args, size_
     return call_held(connected ? me->original : me->slow, args, nargsf, kwnames);
 }
 
-/* The bytes a packed command holds (bytes, or a list or tuple of bytes, as
- * redis-py packs), or -1 for anything else (the Python wrapper sizes it). */
+/* asyncio: redis-py's coroutine function without a deadline, the Python
+ * wrapper's with one. */
+static PyObject *
+async_wait_call(const rbc_state *st, bound_object *me, PyObject *const *args, size_t nargsf,
+                PyObject *kwnames)
+{
+    double at;
+    int found = context_deadline(st, &at);
+    if (found < 0) {
+        return NULL;
+    }
+    return call_held(found == 0 ? me->original : me->slow, args, nargsf, kwnames);
+}
+
+/* The bytes a packed command holds (bytes, or a list or tuple of bytes and
+ * one-dimensional byte memoryviews, as redis-py packs), or -1 for anything
+ * else (the Python wrapper sizes it). */
 static Py_ssize_t
 packed_size(PyObject *command)
 {
@@ -282,10 +303,19 @@ packed_size(PyObject *command)
     Py_ssize_t size = 0;
     for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(command); i < n; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(command, i);
-        if (!PyBytes_CheckExact(item)) {
+        if (PyBytes_CheckExact(item)) {
+            size += PyBytes_GET_SIZE(item);
+            continue;
+        }
+        /* redis-py packs a large value as a memoryview of its bytes. */
+        if (!PyMemoryView_Check(item)) {
             return -1;
         }
-        size += PyBytes_GET_SIZE(item);
+        const Py_buffer *view = PyMemoryView_GET_BUFFER(item);
+        if (view->ndim != 1 || view->itemsize != 1) {
+            return -1;
+        }
+        size += view->len;
     }
     return size;
 }
@@ -337,8 +367,14 @@ bound_socket(const rbc_state *st, PyObject *connection, PyObject *sock, double a
         status = 1;
         goto done;
     }
-    if ((own != Py_None && (own_seconds = PyFloat_AsDouble(own)) == -1.0 && PyErr_Occurred())
-        || (current = PyObject_CallMethodNoArgs(sock, names[RBC_BOUNDS_GETTIMEOUT])) == NULL
+    if (own != Py_None && (own_seconds = PyFloat_AsDouble(own)) == -1.0 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) { /* an int past a double */
+            PyErr_Clear();
+            status = 1;
+        }
+        goto done;
+    }
+    if ((current = PyObject_CallMethodNoArgs(sock, names[RBC_BOUNDS_GETTIMEOUT])) == NULL
         || (current != Py_None && (current_seconds = PyFloat_AsDouble(current)) == -1.0
             && PyErr_Occurred())) {
         goto done;
@@ -401,13 +437,13 @@ bounded_read(const rbc_state *st, bound_object *me, PyObject *sock, double at,
     }
     result = call_held(me->original, args, nargsf, kwnames);
     if (result == NULL && held && (error = rbc_exc_fetch()) != NULL) {
+        /* As in the Python wrapper's except block: the read's error is the
+         * one handled, so what on_cut raises has it for its context. */
+        PyObject *previous = rbc_exc_begin_handling(error);
         PyObject *cut = PyObject_CallFunctionObjArgs(on_cut, args[0], sock, error, NULL);
+        rbc_exc_end_handling(previous);
         if (cut == NULL) {
-            /* on_cut's own error is raised, the read's its context, as
-             * when Python's except block raises. */
-            PyObject *raised = rbc_exc_fetch();
-            PyException_SetContext(raised, error); /* steals error */
-            rbc_exc_restore(raised);
+            Py_DECREF(error);
             goto done;
         }
         Py_DECREF(cut);
@@ -463,7 +499,10 @@ bound_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObj
     }
     switch (me->kind) {
     case RBC_BOUND_ENTRY:
+    case RBC_BOUND_ASYNC_ENTRY:
         return entry_call(st, me, args, nargsf, kwnames);
+    case RBC_BOUND_ASYNC_WAIT:
+        return async_wait_call(st, me, args, nargsf, kwnames);
     case RBC_BOUND_CONNECT:
         return connect_call(st, me, args, nargsf, kwnames);
     case RBC_BOUND_SEND:
@@ -491,8 +530,9 @@ bound_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (kind < 0 || kind >= RBC_BOUND_KINDS || !PyCallable_Check(original)
         || !PyCallable_Check(slow) || !extra_ok) {
         PyErr_SetString(PyExc_TypeError,
-                        "_CallBound(kind, original, slow, extra): a kind in [0, 4), two "
-                        "callables, and a frozenset (entry), a callable (read) or None");
+                        "_CallBound(kind, original, slow, extra): a kind in [0, 6), two "
+                        "callables, and a frozenset (sync entry), a callable (sync read) "
+                        "or None");
         return NULL;
     }
     bound_object *self = (bound_object *)type->tp_alloc(type, 0);
@@ -566,6 +606,19 @@ bound_original(PyObject *self, void *closure)
     return value;
 }
 
+/* _is_coroutine_marker: inspect.iscoroutinefunction() (3.12+) is true for
+ * an asyncio kind, as for the `async def` it stands for. */
+static PyObject *
+bound_coroutine_marker(PyObject *self, void *closure)
+{
+    int kind = BOUND(self)->kind;
+    if (kind != RBC_BOUND_ASYNC_ENTRY && kind != RBC_BOUND_ASYNC_WAIT) {
+        PyErr_SetString(PyExc_AttributeError, "_is_coroutine_marker");
+        return NULL;
+    }
+    return rbc_coroutine_mark();
+}
+
 /* _redis_backoff_c_bounds: True, the mark of the deadline's bounds. */
 static PyObject *
 bound_mark(PyObject *self, void *closure)
@@ -577,6 +630,7 @@ static PyGetSetDef bound_getset[] = {
     {"__wrapped__", bound_original, NULL, "redis-py's function", NULL},
     {"_redis_backoff_c_wraps", bound_original, NULL, "redis-py's function", NULL},
     {"_redis_backoff_c_bounds", bound_mark, NULL, NULL, NULL},
+    {"_is_coroutine_marker", bound_coroutine_marker, NULL, NULL, NULL},
     {"__name__", bound_original, NULL, NULL, "__name__"},
     {"__qualname__", bound_original, NULL, NULL, "__qualname__"},
     {"__doc__", bound_original, NULL, NULL, "__doc__"},

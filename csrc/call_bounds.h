@@ -22,6 +22,12 @@
  *            failed read is handed to `on_cut`, which drops a connection
  *            whose wait the deadline cut.
  *
+ * asyncio (the entries of redis.asyncio's Redis, PubSub and Pipeline, the
+ * connection's waits): without a deadline, redis-py's coroutine function
+ * called directly, which gives the coroutine the Python wrapper would
+ * await; with one, the Python wrapper (the deadline is set for the
+ * coroutine's run, which only a coroutine of its own can do).
+ *
  * Anything else goes to `slow`, the Python wrapper, which does all of it
  * (the same outcome, by the same rules). */
 #ifndef RBC_CALL_BOUNDS_H
@@ -34,12 +40,14 @@
 
 /* _CallBound(kind, original, slow, extra): `kind` an RBC_BOUND_*,
  * `original` redis-py's function, `slow` the Python wrapper; `extra` the
- * frozenset of the blocking commands' names (upper case) for an entry,
- * on_cut(connection, sock, error) for a read, else None. */
+ * frozenset of the blocking commands' names (upper case) for a sync entry,
+ * on_cut(connection, sock, error) for a sync read, else None. */
 enum { RBC_BOUND_ENTRY,
        RBC_BOUND_CONNECT,
        RBC_BOUND_SEND,
        RBC_BOUND_READ,
+       RBC_BOUND_ASYNC_ENTRY, /* asyncio: redis-py's coroutine unless a deadline */
+       RBC_BOUND_ASYNC_WAIT,  /* asyncio: redis-py's coroutine unless a deadline is set */
        RBC_BOUND_KINDS };
 
 int rbc_bounds_init(rbc_state *st, PyObject *module);

@@ -461,14 +461,7 @@ command_coroutine_marker(PyObject *self, void *closure)
         PyErr_SetString(PyExc_AttributeError, "_is_coroutine_marker");
         return NULL;
     }
-    /* The sentinel inspect compares with: its name on 3.13 and later, and
-     * on 3.12. */
-    PyObject *mark = rbc_import_attr("inspect", "_is_coroutine_mark");
-    if (mark == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
-        PyErr_Clear();
-        mark = rbc_import_attr("inspect", "_is_coroutine_marker");
-    }
-    return mark;
+    return rbc_coroutine_mark();
 }
 
 static PyGetSetDef command_getset[] = {

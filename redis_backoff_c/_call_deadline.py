@@ -711,6 +711,12 @@ _IN_C: Final = {
     ("redis.connection", "AbstractConnection", "connect_check_health"): 1,
     ("redis.connection", "AbstractConnection", "send_packed_command"): 2,
     ("redis.connection", "AbstractConnection", "read_response"): 3,
+    ("redis.asyncio.client", "Redis", "execute_command"): 4,
+    ("redis.asyncio.client", "PubSub", "execute_command"): 4,
+    ("redis.asyncio.client", "Pipeline", "immediate_execute_command"): 4,
+    ("redis.asyncio.connection", "AbstractConnection", "connect_check_health"): 5,
+    ("redis.asyncio.connection", "AbstractConnection", "send_packed_command"): 5,
+    ("redis.asyncio.connection", "AbstractConnection", "read_response"): 5,
 }
 #: False to keep the Python wrappers where the C ones would go (the tests
 #: run both); read when patch() installs the bounds.

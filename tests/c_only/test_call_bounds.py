@@ -9,6 +9,9 @@ runs both against a real server)."""
 
 from __future__ import annotations
 
+import inspect
+import math
+import sys
 import time
 
 import pytest
@@ -21,7 +24,7 @@ from redis_backoff_c.retry import Retry
 
 speedups = _impl.speedups
 pytestmark = pytest.mark.skipif(speedups is None, reason="the C extension is not in use")
-ENTRY, CONNECT, SEND, READ = range(4)
+ENTRY, CONNECT, SEND, READ, ASYNC_ENTRY, ASYNC_WAIT = range(6)
 LOWERED = "_redis_backoff_c_lowered"
 
 
@@ -89,7 +92,7 @@ class Socket:
 @pytest.mark.parametrize(
     "args",
     [
-        (4, print, print, None),
+        (6, print, print, None),
         (-1, print, print, None),
         (ENTRY, print, print, None),  # an entry needs the blocking names
         (READ, print, print, None),  # a read needs on_cut
@@ -131,7 +134,11 @@ def test_the_constants_are_the_python_wrappers():
 
 
 def test_without_the_bounds_every_kind_calls_the_original():
-    for kind, extra in ((ENTRY, frozenset()), (CONNECT, None), (SEND, None), (READ, print)):
+    kinds = (
+        (ENTRY, frozenset()), (CONNECT, None), (SEND, None), (READ, print),
+        (ASYNC_ENTRY, None), (ASYNC_WAIT, None),
+    )  # fmt: skip
+    for kind, extra in kinds:
         calls = Calls()
         owner = method_of(kind, calls, extra)()
         owner._sock = None
@@ -163,6 +170,15 @@ def test_an_entry_with_a_deadline_sets_it_for_the_call(bound):
     client.m("GET", "k")
     assert len(seen) == 1 and 4.9 < seen[0] <= 5.0
     assert bound.get(None) is None  # reset after
+
+
+def test_an_entry_with_an_infinite_deadline_sets_none(bound):
+    seen = []
+    calls = Calls()
+    calls.original = lambda client, *args: seen.append(bound.get(None))
+    client = client_of(calls, Retry(ConstantBackoff(0), 1, deadline=math.inf))
+    client.m("GET", "k")
+    assert seen == [None]
 
 
 def test_an_entry_inside_an_earlier_deadline_keeps_it(bound):
@@ -231,6 +247,40 @@ def test_an_entry_passes_on_what_reading_the_client_raised(bound):
         Client().m("GET", "k")
 
 
+# --- asyncio: redis-py's coroutine function unless a deadline ------------
+
+
+def test_an_asyncio_entry_calls_the_original_without_a_deadline(bound):
+    calls = Calls()
+    cls = method_of(ASYNC_ENTRY, calls)
+    client = cls()
+    client.connection = None
+    client.connection_pool = Pool(Retry(ConstantBackoff(0), 1))
+    client.m("GET", "k")
+    client.connection_pool = Pool(Retry(ConstantBackoff(0), 1, deadline=5))
+    client.m("GET", "k")  # the deadline is set for the coroutine's run: Python's
+    assert calls.took() == ["original", "slow"]
+
+
+def test_an_asyncio_wait_is_pythons_under_a_deadline(bound):
+    calls = Calls()
+    connection = method_of(ASYNC_WAIT, calls)()
+    connection.m(b"x")
+    under(bound, 5, lambda: connection.m(b"x"))
+    assert calls.took() == ["original", "slow"]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="inspect reads the marker from 3.12")
+@pytest.mark.parametrize("kind", [ASYNC_ENTRY, ASYNC_WAIT])
+def test_an_asyncio_kind_is_a_coroutine_function(kind):
+    async def read_response(self):
+        pass
+
+    wrapper = speedups._CallBound(kind, read_response, read_response, None)
+    assert inspect.iscoroutinefunction(wrapper)
+    assert not hasattr(speedups._CallBound(SEND, print, print, None), "_is_coroutine_marker")
+
+
 # --- The waits -----------------------------------------------------------
 
 
@@ -257,7 +307,10 @@ def test_a_connect_is_pythons_only_when_it_connects_under_a_deadline(bound):
         ([b"*1\r\n", b"$4\r\nPING\r\n"], 5, Socket(), "original"),
         (b"*1\r\n$4\r\nPING\r\n", 5, Socket(), "original"),
         ([b"x" * (64 * 1024)], 5, Socket(), "slow"),  # it may wait
-        ([b"x", memoryview(b"y")], 5, Socket(), "slow"),
+        ([b"x", memoryview(b"y")], 5, Socket(), "original"),
+        ([b"x", memoryview(b"y" * (64 * 1024))], 5, Socket(), "slow"),
+        ([b"x", memoryview(b"yyyy").cast("I")], 5, Socket(), "slow"),  # not bytes
+        ([b"x", bytearray(b"y")], 5, Socket(), "slow"),
         ("PING", 5, Socket(), "slow"),
         ([b"PING"], -1, Socket(), "slow"),  # past: cut before it is written
         ([b"PING"], 5, None, "slow"),  # not connected
@@ -343,18 +396,52 @@ def test_a_read_that_failed_otherwise_keeps_the_connection(bound):
         under(bound, 0.5, connection.m)
 
 
-def test_a_drop_that_fails_raises_its_error_with_the_reads_as_context(bound):
+@pytest.mark.parametrize("use_c", [True, False], ids=["c", "python"])
+def test_a_drop_that_fails_raises_its_error_chained_as_in_an_except_block(bound, use_c):
+    """The drop runs as in the Python wrapper's except block: the read's
+    error is the one handled, and what the drop raises chains to it."""
     error = redis.exceptions.TimeoutError("cut")
     calls = Calls(error)
-    connection = connection_of(READ, calls, Socket(), None, _call_deadline._after_cut)
+    slow = _call_deadline._sync_read(calls.original)
+    bound_read = (
+        speedups._CallBound(READ, calls.original, slow, _call_deadline._after_cut)
+        if use_c
+        else slow
+    )
+    connection = type("Connection", (), {"m": bound_read})()
+    connection._sock = Socket()
+    connection.socket_timeout = None
+    handled = []
 
     def disconnect():
-        raise OSError("close failed")
+        handled.append(sys.exc_info()[1])
+        try:
+            raise KeyError("inner")
+        except KeyError:
+            raise OSError("close failed")  # noqa: B904 (its context: the KeyError)
 
     connection.disconnect = disconnect
     with pytest.raises(OSError, match="close failed") as raised:
         under(bound, 0.5, connection.m)
-    assert raised.value.__context__ is error
+    assert handled == [error]
+    inner = raised.value.__context__
+    assert isinstance(inner, KeyError) and inner.__context__ is error
+
+
+@pytest.mark.parametrize("use_c", [True, False], ids=["c", "python"])
+def test_a_huge_int_timeout_is_read_as_python_reads_it(bound, use_c):
+    calls = Calls()
+    slow = _call_deadline._sync_read(calls.original)
+    bound_read = (
+        speedups._CallBound(READ, calls.original, slow, _call_deadline._after_cut)
+        if use_c
+        else slow
+    )
+    connection = type("Connection", (), {"m": bound_read})()
+    connection._sock = Socket()
+    connection.socket_timeout = 10**400
+    under(bound, 1.0, connection.m)
+    assert len(connection._sock.set) == 1 and 0.9 < connection._sock.set[0] <= 1.0
 
 
 # --- References ----------------------------------------------------------
