@@ -1203,10 +1203,25 @@ exponential_with_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_
 }
 
 /* DecorrelatedJitter's new delay `temp` (not the cap), stored as the new
- * previous one and returned.  NULL with an exception set on failure. */
+ * previous one and returned.  The old previous delay, when it is an exact
+ * float that nothing but this field refers to, is the new one: its value
+ * is rewritten instead of freeing it and making another.  No program can
+ * tell: a reference count of one means no name, container or caller holds
+ * it (they would count), so nothing can read the old value or compare
+ * with it, and the field and the result are one object as in redis-py.
+ * Not where threads run without the GIL, where another thread may take a
+ * reference between the count's read and the write.  NULL with an
+ * exception set on failure. */
 static inline PyObject *
 decorrelated_store(DecorrelatedObject *obj, double temp)
 {
+    PyObject *previous = obj->previous;
+#ifndef Py_GIL_DISABLED
+    if (PyFloat_CheckExact(previous) && Py_REFCNT(previous) == 1) {
+        ((PyFloatObject *)previous)->ob_fval = temp;
+        return Py_NewRef(previous);
+    }
+#endif
     PyObject *delay = PyFloat_FromDouble(temp);
     if (delay == NULL) {
         return NULL;
