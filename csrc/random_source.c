@@ -127,6 +127,11 @@ call_instance_random(rbc_random_state *rs, double *out)
     if (value == NULL) {
         return -1;
     }
+    if (PyFloat_CheckExact(value)) { /* what the C random() returns */
+        *out = PyFloat_AS_DOUBLE(value);
+        Py_DECREF(value); /* a float: its free runs no Python code */
+        return 0;
+    }
     *out = PyFloat_AsDouble(value);
     Py_DECREF(value);
     return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;

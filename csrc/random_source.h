@@ -53,6 +53,14 @@ rbc_xoshiro_double(uint64_t s[4])
 int rbc_random_uniform_python(rbc_random_state *rs, double a, double b, double *out);
 int rbc_random_random_python(rbc_random_state *rs, double *out, PyObject **result);
 
+/* uniform(a, b) from the fast generator: random.uniform's formula,
+ * operation for operation. */
+static inline double
+rbc_random_uniform_fast(rbc_random_state *rs, double a, double b)
+{
+    return a + (b - a) * rbc_xoshiro_double(rs->xoshiro);
+}
+
 /* uniform(a, b) as doubles.  Returns 0 with *out set; 1 when random.uniform
  * has been replaced, in which case the caller must call
  * rbc_random_call_uniform() with the objects redis-py would pass; -1 with
@@ -61,8 +69,7 @@ static inline int
 rbc_random_uniform(rbc_random_state *rs, double a, double b, double *out)
 {
     if (rs->use_fast) {
-        /* random.uniform's formula, operation for operation. */
-        *out = a + (b - a) * rbc_xoshiro_double(rs->xoshiro);
+        *out = rbc_random_uniform_fast(rs, a, b);
         return 0;
     }
     return rbc_random_uniform_python(rs, a, b, out);

@@ -1003,18 +1003,30 @@ direct_capped_bound(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyO
 
 /* The module state behind `self` when its type is exactly the one whose
  * compute is `compute` (the first entry of its method table, which only a
- * type made from this file's spec holds), read from the type's module
- * without the search rbc_state_of makes; NULL (no exception) otherwise, a
- * subclass's instance included: the caller then takes the path above. */
+ * type made from this file's spec holds), without the search rbc_state_of
+ * makes; NULL (no exception) otherwise, a subclass's instance included:
+ * the caller then takes the path above.  From CPython 3.14 each type holds
+ * its module's state as its token (the Py_tp_token slot, set where the
+ * types are made): one load, and no call, so that the fast source's whole
+ * direct path calls nothing before the float it returns.  Before 3.14 the
+ * state is asked of the type's module. */
+#if PY_VERSION_HEX >= 0x030E0000
+#define RBC_STATE_IN_TYPE_TOKEN 1
+#endif
+
 static inline rbc_state *
 direct_state(PyObject *self, PyCFunction compute)
 {
     PyTypeObject *type = Py_TYPE(self);
-    PyObject *module = ((PyHeapTypeObject *)type)->ht_module;
-    if (type->tp_methods == NULL || type->tp_methods[0].ml_meth != compute || module == NULL) {
+    if (type->tp_methods == NULL || type->tp_methods[0].ml_meth != compute) {
         return NULL;
     }
-    return rbc_get_state(module);
+#ifdef RBC_STATE_IN_TYPE_TOKEN
+    return (rbc_state *)((PyHeapTypeObject *)type)->ht_token;
+#else
+    PyObject *module = ((PyHeapTypeObject *)type)->ht_module;
+    return module == NULL ? NULL : rbc_get_state(module);
+#endif
 }
 
 #define AS_PYCFUNCTION(f) ((PyCFunction)(void (*)(void))(f))
@@ -1032,6 +1044,16 @@ constant_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObje
     return Py_NewRef(CONSTANT(self)->backoff);
 }
 
+/* The general path of a capped strategy, out of line: the direct paths
+ * below then make no call but the one that gives their result, and save
+ * no register for the rest. */
+static Py_NO_INLINE PyObject *
+capped_compute_general(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames, capped_formula formula)
+{
+    return capped_compute_method(self, args, nargs, kwnames, formula);
+}
+
 static PyObject *
 exponential_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -1040,42 +1062,58 @@ exponential_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyO
     if (direct_capped_bound(self, args, nargs, kwnames, &delay, &cap_wins)) {
         return cap_wins ? Py_NewRef(CAPPED(self)->cap) : PyFloat_FromDouble(delay);
     }
-    return capped_compute_method(self, args, nargs, kwnames, compute_exponential);
+    return capped_compute_general(self, args, nargs, kwnames, compute_exponential);
 }
 
-/* uniform(0, high) for FullJitter, temp + uniform(0, temp) with temp =
- * high / 2 for EqualJitter, on the direct path: only doubles are left to
- * use once the draw is made.  NULL without an exception when
- * random.uniform is replaced (nothing was called: the path above calls
- * it); NULL with one on error. */
-static inline PyObject *
-direct_uniform_delay(rbc_state *st, double high, int equal, int *handed_over)
+/* FullJitter's uniform(0, high) (equal 0), or EqualJitter's temp +
+ * uniform(0, temp) with temp = high / 2 (equal 1), from the fast source. */
+static inline double
+uniform_jitter_fast(rbc_random_state *rs, double high, int equal)
 {
-    double low = equal ? high / 2.0 : 0.0, width = equal ? low : high, jitter;
-    int status = rbc_random_uniform(&st->random, 0.0, width, &jitter);
-    *handed_over = status > 0;
-    if (status != 0) {
-        return NULL;
-    }
-    return PyFloat_FromDouble(equal ? low + jitter : jitter);
+    double low = equal ? high / 2.0 : 0.0, width = equal ? low : high;
+    double jitter = rbc_random_uniform_fast(rs, 0.0, width);
+    return equal ? low + jitter : jitter;
 }
 
-/* compute() of FullJitter (equal 0) and EqualJitter (equal 1). */
+/* FullJitter and EqualJitter on the default source, and the general path:
+ * uniform(0, width) drawn from the random module's generator while
+ * random.uniform is the unpatched one; a replaced one (nothing was called)
+ * is left to the general path, which calls it. */
+static Py_NO_INLINE PyObject *
+uniform_jitter_python(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames, rbc_state *st, int equal)
+{
+    double high, jitter;
+    int cap_wins;
+    if (st != NULL && direct_capped_bound(self, args, nargs, kwnames, &high, &cap_wins)) {
+        double low = equal ? high / 2.0 : 0.0, width = equal ? low : high;
+        int status = rbc_random_uniform(&st->random, 0.0, width, &jitter);
+        if (status < 0) {
+            return NULL;
+        }
+        if (status == 0) {
+            return PyFloat_FromDouble(equal ? low + jitter : jitter);
+        }
+    }
+    return capped_compute_method(self, args, nargs, kwnames,
+                                 equal ? compute_equal_jitter : compute_full_jitter);
+}
+
+/* compute() of FullJitter (equal 0) and EqualJitter (equal 1).  The fast
+ * source draws in C: nothing runs Python code, and the fields need not be
+ * owned. */
 static inline Py_ALWAYS_INLINE PyObject *
 uniform_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                        PyObject *kwnames, PyCFunction compute, int equal)
 {
     double high;
-    int cap_wins, handed_over = 1;
-    rbc_state *st = direct_state(self, compute); /* first: no double held across its call */
-    if (st != NULL && direct_capped_bound(self, args, nargs, kwnames, &high, &cap_wins)) {
-        PyObject *delay = direct_uniform_delay(st, high, equal, &handed_over);
-        if (!handed_over) {
-            return delay;
-        }
+    int cap_wins;
+    rbc_state *st = direct_state(self, compute);
+    if (st != NULL && st->random.use_fast
+        && direct_capped_bound(self, args, nargs, kwnames, &high, &cap_wins)) {
+        return PyFloat_FromDouble(uniform_jitter_fast(&st->random, high, equal));
     }
-    return capped_compute_method(self, args, nargs, kwnames,
-                                 equal ? compute_equal_jitter : compute_full_jitter);
+    return uniform_jitter_python(self, args, nargs, kwnames, st, equal);
 }
 
 static PyObject *
@@ -1092,14 +1130,14 @@ equal_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, Py
                                   AS_PYCFUNCTION(equal_jitter_compute), 1);
 }
 
-/* min(cap, exponential(x, n)) on the direct path, cap an exact float.  A
- * new reference. */
-static inline PyObject *
-direct_capped_delay(rbc_state *st, PyObject *cap, double x, PyObject *failures, int n)
+/* min(cap, exponential(x, n)) on the direct path, cap an exact float, when
+ * x * 2**n is not finite (the installed release's rule decides).  A new
+ * reference. */
+static Py_NO_INLINE PyObject *
+direct_capped_delay_rule(rbc_state *st, PyObject *cap, double x, PyObject *failures)
 {
     double product;
-    if (!direct_scaled(x, n, &product)
-        && !exponential_double(&st->strategies, x, failures, &product)) {
+    if (!exponential_double(&st->strategies, x, failures, &product)) {
         /* Unreachable: exponential_double takes every small exact int. */
         PyErr_SetString(PyExc_SystemError, "compute(): no fast path for the count");
         return NULL;
@@ -1107,26 +1145,32 @@ direct_capped_delay(rbc_state *st, PyObject *cap, double x, PyObject *failures, 
     return product < PyFloat_AS_DOUBLE(cap) ? PyFloat_FromDouble(product) : Py_NewRef(cap);
 }
 
-/* min(cap, exponential(random.random() * base, n)).  The fast source draws
- * in C: nothing runs Python code, and the fields need not be owned.  The
+/* min(cap, exponential(x, n)) on the direct path, cap an exact float.  A
+ * new reference. */
+static inline PyObject *
+direct_capped_delay(rbc_state *st, PyObject *cap, double x, PyObject *failures, int n)
+{
+    double product;
+    if (!direct_scaled(x, n, &product)) {
+        return direct_capped_delay_rule(st, cap, x, failures);
+    }
+    return product < PyFloat_AS_DOUBLE(cap) ? PyFloat_FromDouble(product) : Py_NewRef(cap);
+}
+
+/* ExponentialWithJitter on the default source, and the general path.  The
  * default source looks random.random up in the module's dict: the cap,
  * which may be the result, is owned across the draw (the base is read
  * before it, as the general path reads it), and a replaced random.random
  * is left to the general path, which calls it. */
-static PyObject *
-exponential_with_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                PyObject *kwnames)
+static Py_NO_INLINE PyObject *
+exponential_with_jitter_python(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames, rbc_state *st)
 {
     PyObject *cap = CAPPED(self)->cap, *base = CAPPED(self)->base;
-    rbc_state *st = direct_state(self, AS_PYCFUNCTION(exponential_with_jitter_compute));
     int n;
     if (st != NULL && direct_count(args, nargs, kwnames, &n) && PyFloat_CheckExact(cap)
         && PyFloat_CheckExact(base)) {
         double r, base_value = PyFloat_AS_DOUBLE(base);
-        if (st->random.use_fast) {
-            r = rbc_xoshiro_double(st->random.xoshiro);
-            return direct_capped_delay(st, cap, r * base_value, args[0], n);
-        }
         PyObject *delay = NULL;
         Py_INCREF(cap);
         int status = rbc_random_random_unpatched(&st->random, &r);
@@ -1141,35 +1185,105 @@ exponential_with_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_
     return capped_compute_method(self, args, nargs, kwnames, compute_exponential_with_jitter);
 }
 
-/* DecorrelatedJitter: max(base, previous * 3), the draw and min(cap, temp)
- * in doubles, the new previous stored (the old one, read as a float or int,
- * frees without running Python code).  The cap, which may be the result,
- * is owned across the draw (the default source looks random.uniform up in
- * the module's dict); a replaced random.uniform is left to the general
- * path, which calls it. */
+/* min(cap, exponential(random.random() * base, n)).  The fast source draws
+ * in C: nothing runs Python code, and the fields need not be owned. */
 static PyObject *
-decorrelated_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+exponential_with_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    PyObject *cap = CAPPED(self)->cap, *base = CAPPED(self)->base;
+    rbc_state *st = direct_state(self, AS_PYCFUNCTION(exponential_with_jitter_compute));
+    int n;
+    if (st != NULL && st->random.use_fast && direct_count(args, nargs, kwnames, &n)
+        && PyFloat_CheckExact(cap) && PyFloat_CheckExact(base)) {
+        double r = rbc_xoshiro_double(st->random.xoshiro);
+        return direct_capped_delay(st, cap, r * PyFloat_AS_DOUBLE(base), args[0], n);
+    }
+    return exponential_with_jitter_python(self, args, nargs, kwnames, st);
+}
+
+/* DecorrelatedJitter's new delay `temp` (not the cap), stored as the new
+ * previous one and returned.  The old previous delay, when it is an exact
+ * float that nothing but this field refers to, is the new one: its value
+ * is rewritten instead of freeing it and making another.  No program can
+ * tell: a reference count of one means no name, container or caller holds
+ * it (they would count), so nothing can read the old value or compare
+ * with it, and the field and the result are one object as in redis-py.
+ * Not where threads run without the GIL, where another thread may take a
+ * reference between the count's read and the write.  NULL with an
+ * exception set on failure. */
+static inline PyObject *
+decorrelated_store(DecorrelatedObject *obj, double temp)
+{
+    PyObject *previous = obj->previous;
+#ifndef Py_GIL_DISABLED
+    if (PyFloat_CheckExact(previous) && Py_REFCNT(previous) == 1) {
+        ((PyFloatObject *)previous)->ob_fval = temp;
+        return Py_NewRef(previous);
+    }
+#endif
+    PyObject *delay = PyFloat_FromDouble(temp);
+    if (delay == NULL) {
+        return NULL;
+    }
+    /* The field is written before the old delay is released (on the fast
+     * source a float or an int, whose free runs no Python code). */
+    Py_SETREF(obj->previous, Py_NewRef(delay));
+    return delay;
+}
+
+/* DecorrelatedJitter's cap as its delay: stored as the new previous one and
+ * returned (the old one, a float or an int, frees without running Python
+ * code; the cap stays referenced by its field). */
+static inline PyObject *
+decorrelated_store_cap(DecorrelatedObject *obj)
+{
+    PyObject *cap = obj->capped.cap;
+    Py_SETREF(obj->previous, Py_NewRef(cap));
+    return Py_NewRef(cap);
+}
+
+/* The parameters and the previous delay of the direct path, as doubles:
+ * compute(n) with n an exact int, cap, base and previous exact floats or
+ * small ints. */
+static inline int
+decorrelated_direct_inputs(DecorrelatedObject *obj, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames, double *cap, double *base, double *previous)
+{
+    return nargs == 1 && kwnames == NULL && PyLong_CheckExact(args[0])
+           && exact_double(obj->capped.cap, cap) && exact_double(obj->capped.base, base)
+           && exact_double(obj->previous, previous);
+}
+
+/* DecorrelatedJitter on the default source, and the general path.  The
+ * cap, which may be the result, is owned across the draw (the default
+ * source looks random.uniform up in the module's dict, which may run
+ * Python code); the previous delay is read again after it.  A replaced
+ * random.uniform is left to the general path, which calls it. */
+static Py_NO_INLINE PyObject *
+decorrelated_python(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    rbc_state *st)
 {
     PyObject *failures; /* bound for its checks, not used by the formula */
     DecorrelatedObject *obj = DECORRELATED(self);
     double cap, base, previous, temp;
-    rbc_state *st = direct_state(self, AS_PYCFUNCTION(decorrelated_compute));
-    if (st != NULL && nargs == 1 && kwnames == NULL && PyLong_CheckExact(args[0])
-        && exact_double(obj->capped.cap, &cap) && exact_double(obj->capped.base, &base)
-        && exact_double(obj->previous, &previous)) {
+    if (st != NULL && decorrelated_direct_inputs(obj, args, nargs, kwnames, &cap, &base, &previous)) {
         double tripled = previous * 3.0;
         double high = tripled > base ? tripled : base; /* max(base, tripled) */
         PyObject *cap_obj = Py_NewRef(obj->capped.cap), *delay = NULL;
         int status = rbc_random_uniform(&st->random, base, high, &temp);
         if (status == 0) {
-            delay = temp < cap ? PyFloat_FromDouble(temp) : Py_NewRef(cap_obj);
+            if (temp < cap) {
+                delay = decorrelated_store(obj, temp);
+            }
+            else {
+                Py_SETREF(obj->previous, Py_NewRef(cap_obj));
+                delay = Py_NewRef(cap_obj);
+            }
         }
         Py_DECREF(cap_obj);
         if (status > 0) {
             return compute_decorrelated(st, obj);
-        }
-        if (delay != NULL) {
-            Py_SETREF(obj->previous, Py_NewRef(delay));
         }
         return delay;
     }
@@ -1178,6 +1292,25 @@ decorrelated_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, Py
         return NULL;
     }
     return compute_decorrelated(st, obj);
+}
+
+/* DecorrelatedJitter: max(base, previous * 3), the draw and min(cap, temp)
+ * in doubles, the new previous stored.  The fast source draws in C:
+ * nothing runs Python code, and the fields need not be owned. */
+static PyObject *
+decorrelated_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    DecorrelatedObject *obj = DECORRELATED(self);
+    double cap, base, previous;
+    rbc_state *st = direct_state(self, AS_PYCFUNCTION(decorrelated_compute));
+    if (st != NULL && st->random.use_fast
+        && decorrelated_direct_inputs(obj, args, nargs, kwnames, &cap, &base, &previous)) {
+        double tripled = previous * 3.0;
+        double high = tripled > base ? tripled : base; /* max(base, tripled) */
+        double temp = rbc_random_uniform_fast(&st->random, base, high);
+        return temp < cap ? decorrelated_store(obj, temp) : decorrelated_store_cap(obj);
+    }
+    return decorrelated_python(self, args, nargs, kwnames, st);
 }
 
 static PyObject *
@@ -2087,6 +2220,40 @@ record_unpatched_methods(rbc_strategies_state *ss, int kind)
     return 0;
 }
 
+#ifdef RBC_STATE_IN_TYPE_TOKEN
+/* The most slots a spec above has, its end marker included. */
+#define MAX_SPEC_SLOTS 16
+
+/* PyType_FromModuleAndSpec with the module's state as the type's token
+ * (what direct_state reads): the spec's slots, then {Py_tp_token, st}.
+ * The token outlives the type, which owns its module. */
+static PyObject *
+type_from_spec(rbc_state *st, PyObject *module, const PyType_Spec *spec, PyObject *bases)
+{
+    PyType_Slot slots[MAX_SPEC_SLOTS + 1];
+    PyType_Spec with_token = *spec;
+    int count = 0;
+    while (spec->slots[count].slot != 0) {
+        if (count + 2 > MAX_SPEC_SLOTS + 1) {
+            PyErr_Format(PyExc_SystemError, "%s: too many type slots", spec->name);
+            return NULL;
+        }
+        slots[count] = spec->slots[count];
+        count++;
+    }
+    slots[count] = (PyType_Slot){Py_tp_token, st};
+    slots[count + 1] = (PyType_Slot){0, NULL};
+    with_token.slots = slots;
+    return PyType_FromModuleAndSpec(module, &with_token, bases);
+}
+#else
+static PyObject *
+type_from_spec(rbc_state *st, PyObject *module, PyType_Spec *spec, PyObject *bases)
+{
+    return PyType_FromModuleAndSpec(module, spec, bases);
+}
+#endif
+
 int
 rbc_strategies_init(rbc_state *st, PyObject *module)
 {
@@ -2099,7 +2266,7 @@ rbc_strategies_init(rbc_state *st, PyObject *module)
         if (kind == RBC_NO_BACKOFF) {
             bases = (PyObject *)ss->types[RBC_CONSTANT];
         }
-        PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &specs[kind], bases);
+        PyTypeObject *type = (PyTypeObject *)type_from_spec(st, module, &specs[kind], bases);
         if (type == NULL) {
             return -1;
         }

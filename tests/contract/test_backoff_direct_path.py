@@ -215,3 +215,119 @@ def test_replaced_random_functions_are_called_alike(name, draw):
             steps = [outcome(lambda n=n: backoff.compute(n)) for n in (3, 0, 3)]
         results.append((steps, [tuple(map(repr, call)) for call in calls]))
     assert results[0] == results[1]
+
+
+# ---- DecorrelatedJitter's previous delay, kept in one float ----
+#
+# Where the old previous delay is a float that nothing else refers to, the
+# C type writes the new delay into it instead of freeing it and making
+# another.  What a program can see must not change: the values (redis-py's,
+# bit for bit, from the same seed), the delay and _previous_backoff being
+# one object, and every delay or previous delay a program still holds
+# keeping its value.
+
+DROPPED_COUNTS = (3, 3, 0, 7, 1, 3, 12, 2)
+
+
+def dropped_delays(backoff):
+    """Each delay read once and dropped, so that the next compute() finds
+    its previous delay referred to by the strategy alone."""
+    return [outcome(lambda n=n: backoff.compute(n)) for n in DROPPED_COUNTS]
+
+
+@pytest.mark.parametrize("cap, base", [(0.512, 0.008), (0.05, 0.008), (10.0, 1)], ids=repr)
+def test_decorrelated_dropped_delays_against_redis_py(cap, base):
+    results = []
+    for module in (reference, c_backoff):
+        backoff = module.DecorrelatedJitterBackoff(cap, base)
+        random.seed(SEED)
+        results.append(dropped_delays(backoff) + [outcome(lambda: backoff._previous_backoff)])
+    assert results[0] == results[1]
+
+
+@pytest.mark.usefixtures("fast_source")
+@pytest.mark.parametrize("cap, base", [(0.512, 0.008), (0.05, 0.008), (10.0, 1)], ids=repr)
+def test_decorrelated_dropped_delays_match_held_ones_on_the_fast_source(cap, base):
+    """The fast source, which redis-py lacks: delays dropped as they come
+    against delays all held (so that no previous delay is ever written
+    into), from the same seed."""
+    backoff = c_backoff.DecorrelatedJitterBackoff(cap, base)
+    redis_backoff_c.set_random_source("fast", seed=SEED)
+    dropped = dropped_delays(backoff)
+    backoff.reset()
+    redis_backoff_c.set_random_source("fast", seed=SEED)
+    held = [backoff.compute(n) for n in DROPPED_COUNTS]
+    assert dropped == [outcome(lambda d=delay: d) for delay in held]
+
+
+def use_source(source):
+    if source == "fast":
+        redis_backoff_c.set_random_source("fast", seed=SEED)
+    else:
+        redis_backoff_c.set_random_source("python")
+
+
+@pytest.mark.parametrize("source", ["python", "fast"])
+def test_decorrelated_held_delays_keep_their_values(source):
+    use_source(source)
+    try:
+        for module in (reference, c_backoff):
+            backoff = module.DecorrelatedJitterBackoff(10.0, 0.008)
+            random.seed(SEED)
+            delay = backoff.compute(3)
+            assert delay is backoff._previous_backoff
+            value = delay.hex()
+            previous = backoff._previous_backoff
+            for n in DROPPED_COUNTS:
+                new = backoff.compute(n)
+                assert new is backoff._previous_backoff
+                assert new is not delay
+                assert delay.hex() == value and previous is delay
+                del new
+            # A previous delay given by the program, held or not.
+            mine = float("0.25")
+            backoff._previous_backoff = mine
+            backoff.compute(3)
+            assert mine.hex() == (0.25).hex()
+            backoff._previous_backoff = float("0.25")
+            assert backoff.compute(3) is backoff._previous_backoff
+    finally:
+        redis_backoff_c.set_random_source("python")
+
+
+@pytest.mark.parametrize("source", ["python", "fast"])
+def test_decorrelated_cap_is_never_written_into(source):
+    """The cap becomes the previous delay whenever it wins; the next
+    compute() must leave it alone (its field refers to it too)."""
+    use_source(source)
+    try:
+        cap = float("0.01")
+        backoff = c_backoff.DecorrelatedJitterBackoff(cap, 0.008)
+        del cap
+        random.seed(SEED)
+        results = [backoff.compute(3) is backoff._cap for _ in range(50)]
+        assert any(results) and not all(results)
+        assert backoff._cap.hex() == (0.01).hex()
+    finally:
+        redis_backoff_c.set_random_source("python")
+
+
+@pytest.mark.parametrize("source", ["python", "fast"])
+def test_decorrelated_previous_read_beside_compute(source):
+    """The previous delay read in the same expression as the next compute(),
+    held only by the interpreter's stack while compute() runs, keeps its
+    value (redis-py beside us on the default source)."""
+    use_source(source)
+    try:
+        results = []
+        for module in (reference, c_backoff) if source == "python" else (c_backoff,):
+            backoff = module.DecorrelatedJitterBackoff(10.0, 0.008)
+            random.seed(SEED)
+            backoff.compute(3)
+            pairs = [(backoff._previous_backoff, backoff.compute(n)) for n in DROPPED_COUNTS]
+            assert all(old is not new for old, new in pairs)
+            assert all(pairs[i][1] is pairs[i + 1][0] for i in range(len(pairs) - 1))
+            results.append([(old.hex(), new.hex()) for old, new in pairs])
+        assert results[0] == results[-1]
+    finally:
+        redis_backoff_c.set_random_source("python")
