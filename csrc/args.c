@@ -186,6 +186,31 @@ rbc_import_attr(const char *module_name, const char *name)
 }
 
 PyObject *
+rbc_function_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    if (obj == NULL || obj == Py_None) {
+        return Py_NewRef(self);
+    }
+    return PyMethod_New(self, obj);
+}
+
+PyObject *
+rbc_wrapped_attr(PyObject *original, const char *name)
+{
+    if (original == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "the wrapper has been cleared");
+        return NULL;
+    }
+    if (name == NULL) {
+        return Py_NewRef(original);
+    }
+    Py_INCREF(original); /* held: the lookup may run code */
+    PyObject *value = PyObject_GetAttrString(original, name);
+    Py_DECREF(original);
+    return value;
+}
+
+PyObject *
 rbc_coroutine_mark(void)
 {
     /* Its name on 3.13 and later, and on 3.12. */

@@ -69,6 +69,17 @@ Py_hash_t rbc_combine_hashes(const Py_hash_t *lanes, Py_ssize_t count);
  * new reference, or NULL. */
 PyObject *rbc_import_attr(const char *module_name, const char *name);
 
+/* tp_descr_get of a C object that stands in a class for a Python function
+ * (patch()'s wrappers): bound to an instance as a function is, itself
+ * when read from the class. */
+PyObject *rbc_function_descr_get(PyObject *self, PyObject *obj, PyObject *type);
+
+/* The attribute of a wrapper that is its wrapped function's (`original`,
+ * NULL once the wrapper is cleared): the function itself for `name` NULL
+ * (__wrapped__), else its attribute `name` (__name__, __doc__, ...), as
+ * functools.wraps copies them.  A new reference, or NULL. */
+PyObject *rbc_wrapped_attr(PyObject *original, const char *name);
+
 /* The sentinel inspect.iscoroutinefunction() (3.12+) looks for in a
  * callable's _is_coroutine_marker: what a C method that stands for an
  * `async def` answers.  A new reference, or NULL. */

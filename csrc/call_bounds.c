@@ -547,16 +547,6 @@ bound_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)self;
 }
 
-/* A method: connection.read_response is bound as a function is. */
-static PyObject *
-bound_descr_get(PyObject *self, PyObject *obj, PyObject *type)
-{
-    if (obj == NULL || obj == Py_None) {
-        return Py_NewRef(self);
-    }
-    return PyMethod_New(self, obj);
-}
-
 static int
 bound_traverse(PyObject *self, visitproc visit, void *arg)
 {
@@ -592,18 +582,7 @@ bound_dealloc(PyObject *self)
 static PyObject *
 bound_original(PyObject *self, void *closure)
 {
-    PyObject *original = BOUND(self)->original;
-    if (original == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "_CallBound has been cleared");
-        return NULL;
-    }
-    if (closure == NULL) {
-        return Py_NewRef(original);
-    }
-    Py_INCREF(original); /* held: the lookup may run code */
-    PyObject *value = PyObject_GetAttrString(original, (const char *)closure);
-    Py_DECREF(original);
-    return value;
+    return rbc_wrapped_attr(BOUND(self)->original, (const char *)closure);
 }
 
 /* _is_coroutine_marker: inspect.iscoroutinefunction() (3.12+) is true for
@@ -646,7 +625,7 @@ static PyMemberDef bound_members[] = {
 static PyType_Slot bound_slots[] = {
     {Py_tp_new, bound_new},
     {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_descr_get, bound_descr_get},
+    {Py_tp_descr_get, rbc_function_descr_get},
     {Py_tp_getset, bound_getset},
     {Py_tp_members, bound_members},
     {Py_tp_traverse, bound_traverse},

@@ -391,16 +391,6 @@ command_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)self;
 }
 
-/* A method: client.execute_command is bound as a function is. */
-static PyObject *
-command_descr_get(PyObject *self, PyObject *obj, PyObject *type)
-{
-    if (obj == NULL || obj == Py_None) {
-        return Py_NewRef(self);
-    }
-    return PyMethod_New(self, obj);
-}
-
 static int
 command_traverse(PyObject *self, visitproc visit, void *arg)
 {
@@ -438,18 +428,7 @@ command_dealloc(PyObject *self)
 static PyObject *
 command_original(PyObject *self, void *closure)
 {
-    PyObject *original = COMMAND(self)->original;
-    if (original == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "_ClusterCommand has been cleared");
-        return NULL;
-    }
-    if (closure == NULL) {
-        return Py_NewRef(original);
-    }
-    Py_INCREF(original); /* held: the lookup may run code */
-    PyObject *value = PyObject_GetAttrString(original, (const char *)closure);
-    Py_DECREF(original);
-    return value;
+    return rbc_wrapped_attr(COMMAND(self)->original, (const char *)closure);
 }
 
 /* _is_coroutine_marker: inspect.iscoroutinefunction() (3.12+) is true
@@ -483,7 +462,7 @@ static PyMemberDef command_members[] = {
 static PyType_Slot command_slots[] = {
     {Py_tp_new, command_new},
     {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_descr_get, command_descr_get},
+    {Py_tp_descr_get, rbc_function_descr_get},
     {Py_tp_getset, command_getset},
     {Py_tp_members, command_members},
     {Py_tp_traverse, command_traverse},

@@ -396,21 +396,26 @@ def test_a_read_that_failed_otherwise_keeps_the_connection(bound):
         under(bound, 0.5, connection.m)
 
 
+def reader_of(use_c, calls, socket_timeout):
+    """A connection whose read is the C wrapper (use_c) or the Python one
+    it hands the rest to, either way over `calls.original`."""
+    slow = _call_deadline._sync_read(calls.original)
+    if use_c:
+        read = speedups._CallBound(READ, calls.original, slow, _call_deadline._after_cut)
+    else:
+        read = slow
+    connection = type("Connection", (), {"m": read})()
+    connection._sock = Socket()
+    connection.socket_timeout = socket_timeout
+    return connection
+
+
 @pytest.mark.parametrize("use_c", [True, False], ids=["c", "python"])
 def test_a_drop_that_fails_raises_its_error_chained_as_in_an_except_block(bound, use_c):
     """The drop runs as in the Python wrapper's except block: the read's
     error is the one handled, and what the drop raises chains to it."""
     error = redis.exceptions.TimeoutError("cut")
-    calls = Calls(error)
-    slow = _call_deadline._sync_read(calls.original)
-    bound_read = (
-        speedups._CallBound(READ, calls.original, slow, _call_deadline._after_cut)
-        if use_c
-        else slow
-    )
-    connection = type("Connection", (), {"m": bound_read})()
-    connection._sock = Socket()
-    connection.socket_timeout = None
+    connection = reader_of(use_c, Calls(error), None)
     handled = []
 
     def disconnect():
@@ -430,16 +435,7 @@ def test_a_drop_that_fails_raises_its_error_chained_as_in_an_except_block(bound,
 
 @pytest.mark.parametrize("use_c", [True, False], ids=["c", "python"])
 def test_a_huge_int_timeout_is_read_as_python_reads_it(bound, use_c):
-    calls = Calls()
-    slow = _call_deadline._sync_read(calls.original)
-    bound_read = (
-        speedups._CallBound(READ, calls.original, slow, _call_deadline._after_cut)
-        if use_c
-        else slow
-    )
-    connection = type("Connection", (), {"m": bound_read})()
-    connection._sock = Socket()
-    connection.socket_timeout = 10**400
+    connection = reader_of(use_c, Calls(), 10**400)
     under(bound, 1.0, connection.m)
     assert len(connection._sock.set) == 1 and 0.9 < connection._sock.set[0] <= 1.0
 
