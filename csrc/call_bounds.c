@@ -193,7 +193,7 @@ static PyObject *
 entry_call(const rbc_state *st, bound_object *me, PyObject *const *args, size_t nargsf,
            PyObject *kwnames)
 {
-    double seconds;
+    double seconds = 0.0;
     if (st->extras.call_deadline == NULL) {
         return call_held(me->original, args, nargsf, kwnames);
     }
@@ -260,7 +260,7 @@ static PyObject *
 connect_call(const rbc_state *st, bound_object *me, PyObject *const *args, size_t nargsf,
              PyObject *kwnames)
 {
-    double at;
+    double at = 0.0;
     PyObject *sock = NULL;
     int found = context_deadline(st, &at);
     if (found <= 0) {
@@ -280,7 +280,7 @@ static PyObject *
 async_wait_call(const rbc_state *st, bound_object *me, PyObject *const *args, size_t nargsf,
                 PyObject *kwnames)
 {
-    double at;
+    double at = 0.0;
     int found = context_deadline(st, &at);
     if (found < 0) {
         return NULL;
@@ -324,7 +324,7 @@ static PyObject *
 send_call(const rbc_state *st, bound_object *me, PyObject *const *args, size_t nargsf,
           PyObject *kwnames)
 {
-    double at;
+    double at = 0.0;
     PyObject *sock = NULL;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     int found = context_deadline(st, &at);
@@ -458,7 +458,7 @@ static PyObject *
 read_call(const rbc_state *st, bound_object *me, PyObject *const *args, size_t nargsf,
           PyObject *kwnames)
 {
-    double at;
+    double at = 0.0;
     PyObject *sock = NULL, *result = NULL;
     int found = context_deadline(st, &at);
     if (found <= 0) {
