@@ -404,6 +404,35 @@ def cluster():
         yield running
 
 
+#: The next command after a cut may itself be cut while redis-py 8.1's
+#: loop refreshes the topology from a node just woken (CI once read a
+#: refresh past the 0.3 s): what it must never do is read another
+#: command's reply, so a cut is tried again, a wrong reply never.
+FOLLOW_UP_TRIES = 3
+
+
+def own_reply(call):
+    for attempt in range(FOLLOW_UP_TRIES):
+        try:
+            return call()
+        except CLUSTER_CUT:
+            if attempt == FOLLOW_UP_TRIES - 1:
+                raise
+            time.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
+async def aown_reply(call):
+    for attempt in range(FOLLOW_UP_TRIES):
+        try:
+            return await call()
+        except CLUSTER_CUT:
+            if attempt == FOLLOW_UP_TRIES - 1:
+                raise
+            await asyncio.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
 def node_of(cluster, client, key):
     port = client.get_node_from_key(key).port
     return cluster.node(port)
@@ -434,7 +463,7 @@ def test_a_cluster_command_to_a_hung_node_ends_at_the_deadline(side, flavor, clu
         with hung(node.process):
             seconds, error, _ = timed(pipe.execute)
         check_cut("cluster pipeline", seconds, error, CLUSTER_CUT)
-        assert client.get("{d}b") == b"B"
+        assert own_reply(lambda: client.get("{d}b")) == b"B"
         client.close()
         return
 
@@ -451,7 +480,7 @@ def test_a_cluster_command_to_a_hung_node_ends_at_the_deadline(side, flavor, clu
         with hung(node.process):
             seconds, error, _ = await atimed(pipe.execute())
         check_cut("asyncio cluster pipeline", seconds, error, CLUSTER_CUT)
-        assert await client.get("{d}b") == b"B"
+        assert await aown_reply(lambda: client.get("{d}b")) == b"B"
         await client.aclose()
 
     asyncio.run(main())
