@@ -88,6 +88,9 @@ typedef struct {
     int ldexp_rule;
     PyObject *str_compute; /* interned "compute" and "reset" */
     PyObject *str_reset;
+    /* The float the direct paths of compute() return, rewritten when
+     * nothing else holds it (strategies.c's direct_result). */
+    PyObject *spare_result;
     /* Each type's own compute and reset as created, and the version tag its
      * class had when they were last seen still in place (0: not seen). */
     PyObject *unpatched_compute[RBC_STRATEGY_COUNT];

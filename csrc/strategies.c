@@ -1031,6 +1031,31 @@ direct_state(PyObject *self, PyCFunction compute)
 
 #define AS_PYCFUNCTION(f) ((PyCFunction)(void (*)(void))(f))
 
+/* A delay computed on a direct path, as the float compute() returns.  The
+ * module keeps one float for this: while nothing but the module holds it
+ * (a reference count of one: the caller dropped the last delay it was
+ * given), its value is rewritten and it is returned, instead of making a
+ * float that the caller then frees, about 60 instructions a call, a third
+ * of what compute() costs above the interpreter's floor.  No program can
+ * tell: with a count of one no name, container or caller holds the old
+ * value, so none can read it or compare with it (CPython's own float
+ * arithmetic reuses an operand so from 3.14).  A caller that keeps its
+ * delay gets a new float next time, as before.  Not where threads run
+ * without the GIL, where another thread may take a reference between the
+ * count's read and the write.  (NULL only once the module is cleared.) */
+static inline PyObject *
+direct_result(rbc_state *st, double value)
+{
+#ifndef Py_GIL_DISABLED
+    PyObject *spare = st->strategies.spare_result;
+    if (spare != NULL && Py_REFCNT(spare) == 1) {
+        ((PyFloatObject *)spare)->ob_fval = value;
+        return Py_NewRef(spare);
+    }
+#endif
+    return PyFloat_FromDouble(value);
+}
+
 static PyObject *
 constant_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -1060,7 +1085,18 @@ exponential_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyO
     double delay;
     int cap_wins;
     if (direct_capped_bound(self, args, nargs, kwnames, &delay, &cap_wins)) {
-        return cap_wins ? Py_NewRef(CAPPED(self)->cap) : PyFloat_FromDouble(delay);
+        if (cap_wins) {
+            return Py_NewRef(CAPPED(self)->cap);
+        }
+#ifdef RBC_STATE_IN_TYPE_TOKEN
+        /* The state is one load away only here; before 3.14 finding it
+         * costs about what the spare float saves. */
+        rbc_state *st = direct_state(self, AS_PYCFUNCTION(exponential_compute));
+        if (st != NULL) {
+            return direct_result(st, delay);
+        }
+#endif
+        return PyFloat_FromDouble(delay);
     }
     return capped_compute_general(self, args, nargs, kwnames, compute_exponential);
 }
@@ -1092,7 +1128,7 @@ uniform_jitter_python(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
             return NULL;
         }
         if (status == 0) {
-            return PyFloat_FromDouble(equal ? low + jitter : jitter);
+            return direct_result(st, equal ? low + jitter : jitter);
         }
     }
     return capped_compute_method(self, args, nargs, kwnames,
@@ -1111,7 +1147,7 @@ uniform_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     rbc_state *st = direct_state(self, compute);
     if (st != NULL && st->random.use_fast
         && direct_capped_bound(self, args, nargs, kwnames, &high, &cap_wins)) {
-        return PyFloat_FromDouble(uniform_jitter_fast(&st->random, high, equal));
+        return direct_result(st, uniform_jitter_fast(&st->random, high, equal));
     }
     return uniform_jitter_python(self, args, nargs, kwnames, st, equal);
 }
@@ -1142,7 +1178,7 @@ direct_capped_delay_rule(rbc_state *st, PyObject *cap, double x, PyObject *failu
         PyErr_SetString(PyExc_SystemError, "compute(): no fast path for the count");
         return NULL;
     }
-    return product < PyFloat_AS_DOUBLE(cap) ? PyFloat_FromDouble(product) : Py_NewRef(cap);
+    return product < PyFloat_AS_DOUBLE(cap) ? direct_result(st, product) : Py_NewRef(cap);
 }
 
 /* min(cap, exponential(x, n)) on the direct path, cap an exact float.  A
@@ -1154,7 +1190,7 @@ direct_capped_delay(rbc_state *st, PyObject *cap, double x, PyObject *failures, 
     if (!direct_scaled(x, n, &product)) {
         return direct_capped_delay_rule(st, cap, x, failures);
     }
-    return product < PyFloat_AS_DOUBLE(cap) ? PyFloat_FromDouble(product) : Py_NewRef(cap);
+    return product < PyFloat_AS_DOUBLE(cap) ? direct_result(st, product) : Py_NewRef(cap);
 }
 
 /* ExponentialWithJitter on the default source, and the general path.  The
@@ -1204,25 +1240,28 @@ exponential_with_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_
 
 /* DecorrelatedJitter's new delay `temp` (not the cap), stored as the new
  * previous one and returned.  The old previous delay, when it is an exact
- * float that nothing but this field refers to, is the new one: its value
- * is rewritten instead of freeing it and making another.  No program can
- * tell: a reference count of one means no name, container or caller holds
- * it (they would count), so nothing can read the old value or compare
- * with it, and the field and the result are one object as in redis-py.
- * Not where threads run without the GIL, where another thread may take a
- * reference between the count's read and the write.  NULL with an
- * exception set on failure. */
+ * float that nothing but this field refers to (and the module, when it is
+ * the module's spare float: direct_result), is the new one: its value is
+ * rewritten instead of freeing it and making another.  No program can
+ * tell: those reference counts mean no name, container or caller holds it
+ * (they would count), so nothing can read the old value or compare with
+ * it, and the field and the result are one object as in redis-py.  Else
+ * the new delay is the module's spare float when that is free, so that a
+ * delay following the cap makes no float either.  Not where threads run
+ * without the GIL, where another thread may take a reference between the
+ * count's read and the write.  NULL with an exception set on failure. */
 static inline PyObject *
-decorrelated_store(DecorrelatedObject *obj, double temp)
+decorrelated_store(rbc_state *st, DecorrelatedObject *obj, double temp)
 {
     PyObject *previous = obj->previous;
 #ifndef Py_GIL_DISABLED
-    if (PyFloat_CheckExact(previous) && Py_REFCNT(previous) == 1) {
+    Py_ssize_t others = previous == st->strategies.spare_result ? 1 : 0;
+    if (PyFloat_CheckExact(previous) && Py_REFCNT(previous) == 1 + others) {
         ((PyFloatObject *)previous)->ob_fval = temp;
         return Py_NewRef(previous);
     }
 #endif
-    PyObject *delay = PyFloat_FromDouble(temp);
+    PyObject *delay = direct_result(st, temp);
     if (delay == NULL) {
         return NULL;
     }
@@ -1274,7 +1313,7 @@ decorrelated_python(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyO
         int status = rbc_random_uniform(&st->random, base, high, &temp);
         if (status == 0) {
             if (temp < cap) {
-                delay = decorrelated_store(obj, temp);
+                delay = decorrelated_store(st, obj, temp);
             }
             else {
                 Py_SETREF(obj->previous, Py_NewRef(cap_obj));
@@ -1308,7 +1347,7 @@ decorrelated_compute(PyObject *self, PyObject *const *args, Py_ssize_t nargs, Py
         double tripled = previous * 3.0;
         double high = tripled > base ? tripled : base; /* max(base, tripled) */
         double temp = rbc_random_uniform_fast(&st->random, base, high);
-        return temp < cap ? decorrelated_store(obj, temp) : decorrelated_store_cap(obj);
+        return temp < cap ? decorrelated_store(st, obj, temp) : decorrelated_store_cap(obj);
     }
     return decorrelated_python(self, args, nargs, kwnames, st);
 }
@@ -2149,7 +2188,8 @@ init_constants(rbc_strategies_state *ss)
     ss->str_previous_backoff = PyUnicode_InternFromString("_previous_backoff");
     ss->str_compute = PyUnicode_InternFromString("compute");
     ss->str_reset = PyUnicode_InternFromString("reset");
-    if (!ss->default_cap || !ss->default_base
+    ss->spare_result = PyFloat_FromDouble(0.0);
+    if (!ss->spare_result || !ss->default_cap || !ss->default_base
         || !ss->int_two || !ss->int_three || !ss->str_cap || !ss->str_base
         || !ss->str_previous_backoff
         || !ss->str_compute || !ss->str_reset) {
@@ -2320,4 +2360,5 @@ rbc_strategies_clear(rbc_strategies_state *ss)
     Py_CLEAR(ss->str_previous_backoff);
     Py_CLEAR(ss->str_compute);
     Py_CLEAR(ss->str_reset);
+    Py_CLEAR(ss->spare_result);
 }

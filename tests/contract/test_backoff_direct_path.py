@@ -331,3 +331,71 @@ def test_decorrelated_previous_read_beside_compute(source):
         assert results[0] == results[-1]
     finally:
         redis_backoff_c.set_random_source("python")
+
+
+# ---- The delay float the module keeps for the direct paths ----
+#
+# A direct path returns one float the module keeps, its value rewritten,
+# while nothing else holds it (the caller dropped the last delay it was
+# given).  Again nothing a program can see may change: the values, bit for
+# bit (redis-py's from the same seed, with the delays dropped), and every
+# delay a program still holds, by a name, in a container or on the
+# interpreter's stack, keeping its value.  Counts 20 and 30 reach the cap.
+
+KEPT_COUNTS = (3, 3, 0, 7, 1, 20, 3, 12, 2, 30, 5)
+
+
+def kept_run(module, name, source, shape):
+    """The outcomes of KEPT_COUNTS, each count asked twice, on a new
+    strategy from SEED: `shape` "dropped" reads each delay once and drops
+    it, "held" keeps them all in a list, "paired" asks each count's two in
+    one expression, the first held only by the stack while the second is
+    computed."""
+    backoff = strategy(module, name, 0.512, 0.008)
+    use_source(source)
+    random.seed(SEED)
+    if shape == "dropped":
+        return [outcome(lambda n=n: backoff.compute(n)) for n in KEPT_COUNTS for _ in "ab"]
+    if shape == "held":
+        delays = [backoff.compute(n) for n in KEPT_COUNTS for _ in "ab"]
+    else:
+        pairs = [(backoff.compute(n), backoff.compute(n)) for n in KEPT_COUNTS]
+        assert all(a is not b for a, b in pairs if a is not backoff._cap)
+        delays = [delay for pair in pairs for delay in pair]
+    return [outcome(lambda d=delay: d) for delay in delays]
+
+
+@pytest.mark.parametrize("source", ["python", "fast"])
+@pytest.mark.parametrize("name", CAPPED)
+def test_dropped_delays_match_held_ones(name, source):
+    """Dropped, held and paired delays from the same seed: the same values;
+    on the default source, redis-py's too."""
+    try:
+        runs = [kept_run(c_backoff, name, source, shape) for shape in ("dropped", "held", "paired")]
+        if source == "python":
+            runs.append(kept_run(reference, name, source, "dropped"))
+        assert all(run == runs[0] for run in runs), runs
+    finally:
+        redis_backoff_c.set_random_source("python")
+
+
+@pytest.mark.parametrize("source", ["python", "fast"])
+@pytest.mark.parametrize("name", CAPPED)
+def test_a_held_delay_is_never_written_into(name, source):
+    """A delay a program holds keeps its value and identity whatever the
+    strategies compute after it, this one or another of the module's."""
+    use_source(source)
+    try:
+        backoff = strategy(c_backoff, name, 10.0, 0.25)
+        other = c_backoff.FullJitterBackoff(10.0, 0.25)
+        delay = backoff.compute(3)
+        value = delay.hex()
+        box = [backoff.compute(2)]
+        boxed = box[0].hex()
+        for n in KEPT_COUNTS:
+            backoff.compute(n)
+            other.compute(n)
+            assert delay.hex() == value and box[0].hex() == boxed
+        assert backoff.compute(3) is not delay
+    finally:
+        redis_backoff_c.set_random_source("python")
