@@ -343,6 +343,37 @@ send_call(const rbc_state *st, bound_object *me, PyObject *const *args, size_t n
     return call_held(plain ? me->original : me->slow, args, nargsf, kwnames);
 }
 
+/* Whether the socket's timeout, as it is now (*current, a new reference;
+ * *current_seconds), is the connection's own and already within `left`:
+ * no deadline lowered it (the connection's __dict__ holds no note; redis-py
+ * sets the socket's timeout to the connection's own and puts it back
+ * after each pending-data check), and it waits no longer than the time
+ * left, as redis-py 8.2's default of 5 s does under a deadline of 10.
+ * Then there is nothing to do, and the connection's socket_timeout, a
+ * Python property (about 500 instructions a read), is not read.  1 yes,
+ * 0 no, -1 with an exception. */
+static int
+socket_within(const rbc_state *st, PyObject *connection, PyObject *sock, double left,
+              PyObject **current, double *current_seconds)
+{
+    PyObject *const *names = st->bounds.names;
+    PyObject *dict = PyObject_GenericGetDict(connection, NULL);
+    if (dict == NULL) {
+        return -1;
+    }
+    int noted = PyDict_Contains(dict, names[RBC_BOUNDS_LOWERED]);
+    Py_DECREF(dict);
+    if (noted < 0) {
+        return -1;
+    }
+    if ((*current = PyObject_CallMethodNoArgs(sock, names[RBC_BOUNDS_GETTIMEOUT])) == NULL
+        || (*current != Py_None && (*current_seconds = PyFloat_AsDouble(*current)) == -1.0
+            && PyErr_Occurred())) {
+        return -1;
+    }
+    return !noted && *current != Py_None && *current_seconds <= left;
+}
+
 /* The socket's timeout for a wait by `at`: the lesser of the connection's
  * own and the time left, changed only when it drifted more than DRIFT
  * from it (each change is a system call); the socket noted in the
@@ -360,6 +391,12 @@ bound_socket(const rbc_state *st, PyObject *connection, PyObject *sock, double a
     if (left < LEAST_TIMEOUT) {
         left = LEAST_TIMEOUT;
     }
+    int within = socket_within(st, connection, sock, left, &current, &current_seconds);
+    if (within != 0) {
+        *held = 0;
+        status = within > 0 ? 0 : -1;
+        goto done;
+    }
     if ((own = PyObject_GetAttr(connection, names[RBC_BOUNDS_SOCKET_TIMEOUT])) == NULL) {
         goto done;
     }
@@ -372,11 +409,6 @@ bound_socket(const rbc_state *st, PyObject *connection, PyObject *sock, double a
             PyErr_Clear();
             status = 1;
         }
-        goto done;
-    }
-    if ((current = PyObject_CallMethodNoArgs(sock, names[RBC_BOUNDS_GETTIMEOUT])) == NULL
-        || (current != Py_None && (current_seconds = PyFloat_AsDouble(current)) == -1.0
-            && PyErr_Occurred())) {
         goto done;
     }
     *held = !(own != Py_None && own_seconds <= left);
@@ -403,10 +435,13 @@ bound_socket(const rbc_state *st, PyObject *connection, PyObject *sock, double a
     if (*held) {
         status = PyDict_SetItem(dict, names[RBC_BOUNDS_LOWERED], sock);
     }
-    else if ((status = PyDict_DelItem(dict, names[RBC_BOUNDS_LOWERED])) < 0
-             && PyErr_ExceptionMatches(PyExc_KeyError)) {
-        PyErr_Clear();
-        status = 0;
+    else {
+        /* Asked first: deleting a missing note raises a KeyError to
+         * clear, about 700 instructions. */
+        status = PyDict_Contains(dict, names[RBC_BOUNDS_LOWERED]);
+        if (status > 0) {
+            status = PyDict_DelItem(dict, names[RBC_BOUNDS_LOWERED]);
+        }
     }
 done:
     Py_XDECREF(own);
