@@ -377,12 +377,18 @@ def _put_back(connection: Any) -> None:
 
 def _bound_socket(connection: Any, sock: Any, at: float) -> None:
     """The socket's timeout: the lesser of the connection's own and the
-    time left (within _DRIFT)."""
-    own = connection.socket_timeout
+    time left (within _DRIFT).  A socket no deadline lowered has the
+    connection's own timeout (redis-py sets it, and puts it back after
+    each check for pending data): when that is within the time left there
+    is nothing to do, and redis-py's socket_timeout property is not read
+    (csrc/call_bounds.c's socket_within, the same rule)."""
     left = at - _monotonic()
     if left < _LEAST:
         left = _LEAST
     current = sock.gettimeout()
+    if _LOWERED not in connection.__dict__ and current is not None and current <= left:
+        return
+    own = connection.socket_timeout
     if own is not None and own <= left:
         if current != own:
             sock.settimeout(own)

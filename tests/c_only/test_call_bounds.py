@@ -358,33 +358,6 @@ def test_a_read_whose_own_timeout_comes_first_puts_it_back(bound):
     assert sock.set == [0.5]
 
 
-def test_a_read_whose_socket_is_within_the_time_left_reads_nothing_more(bound):
-    """The socket's timeout as redis-py left it (no note: no deadline
-    lowered it) within the time left: nothing is set or noted, and the
-    connection's socket_timeout, a Python property in redis-py, is not
-    read.  Beyond the time left, or with the note, it is read again."""
-    reads = []
-
-    def make(timeout, own):
-        calls = Calls()
-        connection = connection_of(READ, calls, Socket(timeout), None, _call_deadline._after_cut)
-        type(connection).socket_timeout = property(lambda self: reads.append(own) or own)
-        del connection.__dict__["socket_timeout"]
-        return calls, connection
-
-    calls, connection = make(1.5, 1.5)
-    assert under(bound, 2.0, connection.m) == "original"
-    assert reads == [] and connection._sock.set == [] and LOWERED not in connection.__dict__
-    calls, connection = make(3.0, 3.0)
-    under(bound, 2.0, connection.m)
-    assert reads == [3.0] and connection.__dict__[LOWERED] is connection._sock
-    under(bound, 2.0, connection.m)  # noted: the own timeout is read
-    assert reads == [3.0, 3.0]
-    calls, connection = make(None, None)
-    under(bound, 2.0, connection.m)
-    assert reads[-1] is None and 1.9 < connection._sock.set[0] <= 2.0
-
-
 @pytest.mark.parametrize("sock", [None, "missing"])
 def test_a_read_not_connected(bound, sock):
     calls = Calls()
@@ -465,6 +438,34 @@ def test_a_huge_int_timeout_is_read_as_python_reads_it(bound, use_c):
     connection = reader_of(use_c, Calls(), 10**400)
     under(bound, 1.0, connection.m)
     assert len(connection._sock.set) == 1 and 0.9 < connection._sock.set[0] <= 1.0
+
+
+@pytest.mark.parametrize("use_c", [True, False], ids=["c", "python"])
+def test_a_read_whose_socket_is_within_the_time_left_reads_nothing_more(bound, use_c):
+    """The socket's timeout as redis-py left it (no note: no deadline
+    lowered it) within the time left: nothing is set or noted, and the
+    connection's socket_timeout, a Python property in redis-py, is not
+    read.  Beyond the time left, or with the note, it is read again."""
+    reads = []
+
+    def make(timeout):
+        connection = reader_of(use_c, Calls(), None)
+        del connection.socket_timeout
+        type(connection).socket_timeout = property(lambda self: reads.append(timeout) or timeout)
+        connection._sock.timeout = timeout
+        return connection
+
+    connection = make(1.5)
+    assert under(bound, 2.0, connection.m) == "original"
+    assert reads == [] and connection._sock.set == [] and LOWERED not in connection.__dict__
+    connection = make(3.0)
+    under(bound, 2.0, connection.m)
+    assert reads == [3.0] and connection.__dict__[LOWERED] is connection._sock
+    under(bound, 2.0, connection.m)  # noted: the own timeout is read
+    assert reads == [3.0, 3.0]
+    connection = make(None)
+    under(bound, 2.0, connection.m)
+    assert reads[-1] is None and 1.9 < connection._sock.set[0] <= 2.0
 
 
 # --- References ----------------------------------------------------------
