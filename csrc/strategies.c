@@ -1052,6 +1052,8 @@ direct_result(rbc_state *st, double value)
         ((PyFloatObject *)spare)->ob_fval = value;
         return Py_NewRef(spare);
     }
+#else
+    (void)st;
 #endif
     return PyFloat_FromDouble(value);
 }
