@@ -468,6 +468,35 @@ def test_a_read_whose_socket_is_within_the_time_left_reads_nothing_more(bound, u
     assert reads[-1] is None and 1.9 < connection._sock.set[0] <= 2.0
 
 
+class HostileSocket(Socket):
+    """A socket whose gettimeout() gives no number, or raises."""
+
+    def __init__(self, answer):
+        super().__init__()
+        self.answer = answer
+
+    def gettimeout(self):
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize("use_c", [True, False], ids=["c", "python"])
+@pytest.mark.parametrize(
+    "answer, raised", [("5", TypeError), (ValueError("gettimeout"), ValueError)], ids=["str", "raises"]
+)
+def test_a_socket_whose_timeout_is_unreadable_fails_the_read_alike(bound, use_c, answer, raised):
+    """The read does not run, and the error is the socket's (or Python's
+    for a comparison of a str with a float), from the C wrapper as from
+    the Python one; nothing is set or noted."""
+    calls = Calls()
+    connection = reader_of(use_c, calls, None)
+    connection._sock = HostileSocket(answer)
+    with pytest.raises(raised):
+        under(bound, 2.0, connection.m)
+    assert calls.took() == [] and connection._sock.set == [] and LOWERED not in connection.__dict__
+
+
 # --- References ----------------------------------------------------------
 
 
