@@ -483,7 +483,9 @@ class HostileSocket(Socket):
 
 @pytest.mark.parametrize("use_c", [True, False], ids=["c", "python"])
 @pytest.mark.parametrize(
-    "answer, raised", [("5", TypeError), (ValueError("gettimeout"), ValueError)], ids=["str", "raises"]
+    "answer, raised",
+    [("5", TypeError), (ValueError("gettimeout"), ValueError)],
+    ids=["str", "raises"],
 )
 def test_a_socket_whose_timeout_is_unreadable_fails_the_read_alike(bound, use_c, answer, raised):
     """The read does not run, and the error is the socket's (or Python's
