@@ -1241,45 +1241,34 @@ exponential_with_jitter_compute(PyObject *self, PyObject *const *args, Py_ssize_
 }
 
 /* DecorrelatedJitter's new delay `temp` (not the cap), stored as the new
- * previous one and returned.  When the module's spare float is free
- * (nothing but the module holds it, and this field when it is the previous
- * delay: see direct_result), the new delay is the spare: its value is
- * rewritten and the field set to it whatever it held, so that the next
- * call takes the same path whether this one followed the cap or a draw
- * (which of the two it follows is a coin toss the processor cannot
- * predict: a branch on it cost about 6 ns a call on 3.15).  Else an old
- * previous delay that is an exact float nothing but this field refers to
- * is rewritten.  No program can tell: those reference counts mean no name,
- * container or caller holds it (they would count), so nothing can read
- * the old value or compare with it, and the field and the result are one
- * object as in redis-py.  Not where threads run without the GIL, where
- * another thread may take a reference between the count's read and the
- * write.  NULL with an exception set on failure. */
+ * previous one and returned.  The old previous delay, when it is an exact
+ * float that nothing but this field refers to (and the module, when it is
+ * the module's spare float: direct_result), is the new one: its value is
+ * rewritten instead of freeing it and making another.  No program can
+ * tell: those reference counts mean no name, container or caller holds it
+ * (they would count), so nothing can read the old value or compare with
+ * it, and the field and the result are one object as in redis-py.  Else
+ * the new delay is the module's spare float when that is free, so that a
+ * delay following the cap makes no float either.  Not where threads run
+ * without the GIL, where another thread may take a reference between the
+ * count's read and the write.  NULL with an exception set on failure. */
 static inline PyObject *
 decorrelated_store(rbc_state *st, DecorrelatedObject *obj, double temp)
 {
     PyObject *previous = obj->previous;
 #ifndef Py_GIL_DISABLED
-    PyObject *spare = st->strategies.spare_result;
-    if (spare != NULL && Py_REFCNT(spare) == 1 + (previous == spare)) {
-        ((PyFloatObject *)spare)->ob_fval = temp;
-        /* The field is written before the old delay is released (on the
-         * fast source a float or an int, whose free runs no Python code;
-         * the spare itself stays held by the module). */
-        Py_SETREF(obj->previous, Py_NewRef(spare));
-        return Py_NewRef(spare);
-    }
-    if (PyFloat_CheckExact(previous) && Py_REFCNT(previous) == 1) {
+    Py_ssize_t others = previous == st->strategies.spare_result ? 1 : 0;
+    if (PyFloat_CheckExact(previous) && Py_REFCNT(previous) == 1 + others) {
         ((PyFloatObject *)previous)->ob_fval = temp;
         return Py_NewRef(previous);
     }
-#else
-    (void)st;
 #endif
-    PyObject *delay = PyFloat_FromDouble(temp);
+    PyObject *delay = direct_result(st, temp);
     if (delay == NULL) {
         return NULL;
     }
+    /* The field is written before the old delay is released (on the fast
+     * source a float or an int, whose free runs no Python code). */
     Py_SETREF(obj->previous, Py_NewRef(delay));
     return delay;
 }
