@@ -337,6 +337,26 @@ def compute_cases():
                     den="floor-1",
                 )
             )
+        if name == "DecorrelatedJitterBackoff":
+            # Beside it, no target: the same call with base = cap, so that
+            # the cap wins every draw.  The formula runs whole; only the
+            # coin toss of `temp < cap` (the cap wins one draw in three with
+            # the defaults), which no predictor can learn, is gone: what is
+            # left above the other jittered rows is that branch.
+            sides["c-fast-cap"] = lambda st, n=name: stmt_side(
+                "c-fast-cap",
+                f"f({FAILURES})",
+                {"f": _cap_always_wins(n).compute},
+                before=_fast_source,
+            )
+            rows.append(
+                Row(
+                    f"{name}.compute({FAILURES}) [fast] vs floor, base = cap",
+                    kind="floor",
+                    num="c-fast-cap",
+                    den="floor",
+                )
+            )
         if name in JITTERED:
             # The default source: what C adds above the random.random()
             # call that redis-py makes too, against the floor.
@@ -361,6 +381,13 @@ def compute_cases():
         "jittered ones, are timed interleaved in each case"
     )
     return cases
+
+
+def _cap_always_wins(name):
+    # A C strategy `name` whose base is its cap: every draw is at least the
+    # cap, which then wins.
+    strategy = _strategy(C, name)
+    return type(strategy)(strategy._cap, strategy._cap)
 
 
 def _floor_side():

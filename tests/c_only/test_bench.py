@@ -361,6 +361,11 @@ def test_rows_are_judged_against_their_floors(tiny_run):
     assert len(one_argument) == len(compute_floors)
     assert all(r["target"] is None and r["verdict"] is None for r in one_argument), one_argument
     assert all(r["value"] for r in one_argument)
+    # DecorrelatedJitter with base = cap, the cap winning every draw: the
+    # same call without its coin toss, reported with no target.
+    (no_toss,) = [r for r in floors if r["name"].endswith("vs floor, base = cap")]
+    assert no_toss["case"] == "compute/DecorrelatedJitterBackoff" and no_toss["value"]
+    assert no_toss["target"] is None and no_toss["verdict"] is None
     # The jittered computes on the default source: above random.random(),
     # against the floor.
     above_random = [r for r in rows if "above random.random()" in r["name"]]
