@@ -366,6 +366,13 @@ def test_rows_are_judged_against_their_floors(tiny_run):
     (no_toss,) = [r for r in floors if r["name"].endswith("vs floor, base = cap")]
     assert no_toss["case"] == "compute/DecorrelatedJitterBackoff" and no_toss["value"]
     assert no_toss["target"] is None and no_toss["verdict"] is None
+    # Its strategy is the default one with base = cap, and the cap wins
+    # every draw, on both sources (conftest restores the default one).
+    for source in ("python", "fast"):
+        redis_backoff_c.set_random_source(source)
+        strategy = _cases._cap_always_wins("DecorrelatedJitterBackoff")
+        assert strategy._cap == 0.512 and strategy._base is strategy._cap
+        assert all(strategy.compute(3) is strategy._cap for _ in range(1000))
     # The jittered computes on the default source: above random.random(),
     # against the floor.
     above_random = [r for r in rows if "above random.random()" in r["name"]]
